@@ -1,0 +1,38 @@
+# ztsd — build, run and test. See README.md.
+GO        ?= go
+BIN       ?= bin
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+FUZZTIME  ?= 30s
+SOAK_ITER ?= 500
+
+.PHONY: all build run test test-short vet fuzz soak bench bench-large install clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+run: build
+	$(BIN)/ztsd
+
+vet:
+	$(GO) vet ./...
+
+# The CI test command: vet, the whole suite with the race detector, and the
+# fuzz targets' seed corpora (go test runs them as ordinary tests).
+test: vet
+	$(GO) test -race -timeout 20m ./...
+
+# fuzz runs every fuzz target for FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,226 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+)
+
+// Kind is the type of an attribute value.
+type Kind uint8
+
+const (
+	KindNull Kind = iota
+	KindString
+	KindInt
+	KindFloat
+	KindBool
+	KindList
+	KindMap
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNull:
+		return "null"
+	case KindString:
+		return "string"
+	case KindInt:
+		return "int"
+	case KindFloat:
+		return "float"
+	case KindBool:
+		return "bool"
+	case KindList:
+		return "list"
+	case KindMap:
+		return "map"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Value is an attribute value: string, int64, float64, bool, null, or a
+// nested list or map of values. The zero Value is null.
+type Value struct {
+	Kind  Kind
+	Str   string
+	Int   int64
+	Float float64
+	Bool  bool
+	List  []Value
+	Map   Attrs
+}
+
+// Constructors.
+func String(s string) Value  { return Value{Kind: KindString, Str: s} }
+func Int(i int64) Value      { return Value{Kind: KindInt, Int: i} }
+func Float(f float64) Value  { return Value{Kind: KindFloat, Float: f} }
+func Bool(b bool) Value      { return Value{Kind: KindBool, Bool: b} }
+func Null() Value            { return Value{} }
+func List(vs ...Value) Value { return Value{Kind: KindList, List: vs} }
+func MapValue(a Attrs) Value { a.Sort(); return Value{Kind: KindMap, Map: a} }
+
+// Text renders a scalar value the way the indexes see it: attribute search
+// `k:v` matches when v equals this text. Lists and maps render as "".
+func (v Value) Text() string {
+	switch v.Kind {
+	case KindString:
+		return v.Str
+	case KindInt:
+		return strconv.FormatInt(v.Int, 10)
+	case KindFloat:
+		return strconv.FormatFloat(v.Float, 'g', -1, 64)
+	case KindBool:
+		return strconv.FormatBool(v.Bool)
+	case KindNull:
+		return "null"
+	}
+	return ""
+}
+
+// Equal reports deep equality (NaN equals NaN, so round trips compare equal).
+func (v Value) Equal(o Value) bool {
+	if v.Kind != o.Kind {
+		return false
+	}
+	switch v.Kind {
+	case KindNull:
+		return true
+	case KindString:
+		return v.Str == o.Str
+	case KindInt:
+		return v.Int == o.Int
+	case KindFloat:
+		return v.Float == o.Float || (math.IsNaN(v.Float) && math.IsNaN(o.Float))
+	case KindBool:
+		return v.Bool == o.Bool
+	case KindList:
+		if len(v.List) != len(o.List) {
+			return false
+		}
+		for i := range v.List {
+			if !v.List[i].Equal(o.List[i]) {
+				return false
+			}
+		}
+		return true
+	case KindMap:
+		return v.Map.Equal(o.Map)
+	}
+	return false
+}
+
+// Attr is one key/value pair.
+type Attr struct {
+	Key   string
+	Value Value
+}
+
+// Attrs is a set of attributes kept sorted by key with unique keys.
+type Attrs []Attr
+
+// Set adds or replaces key, keeping the slice sorted.
+func (a *Attrs) Set(key string, v Value) {
+	s := *a
+	i := sort.Search(len(s), func(i int) bool { return s[i].Key >= key })
+	if i < len(s) && s[i].Key == key {
+		s[i].Value = v
+		return
+	}
+	s = append(s, Attr{})
+	copy(s[i+1:], s[i:])
+	s[i] = Attr{Key: key, Value: v}
+	*a = s
+}
+
+// Get returns the value of key.
+func (a Attrs) Get(key string) (Value, bool) {
+	i := sort.Search(len(a), func(i int) bool { return a[i].Key >= key })
+	if i < len(a) && a[i].Key == key {
+		return a[i].Value, true
+	}
+	return Value{}, false
+}
+
+// Sort sorts by key; for duplicate keys the last one wins.
+func (a *Attrs) Sort() {
+	s := *a
+	if sort.SliceIsSorted(s, func(i, j int) bool { return s[i].Key < s[j].Key }) {
+		dedup := true
+		for i := 1; i < len(s); i++ {
+			if s[i].Key == s[i-1].Key {
+				dedup = false
+				break
+			}
+		}
+		if dedup {
+			return
+		}
+	}
+	sort.SliceStable(s, func(i, j int) bool { return s[i].Key < s[j].Key })
+	out := s[:0]
+	for i := range s {
+		if len(out) > 0 && out[len(out)-1].Key == s[i].Key {
+			out[len(out)-1] = s[i]
+			continue
+		}
+		out = append(out, s[i])
+	}
+	*a = out
+}
+
+// Equal reports whether both hold the same pairs in the same order.
+func (a Attrs) Equal(o Attrs) bool {
+	if len(a) != len(o) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != o[i].Key || !a[i].Value.Equal(o[i].Value) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a Attrs) validate() error {
+	for i := range a {
+		if i > 0 && a[i-1].Key >= a[i].Key {
+			return fmt.Errorf("attributes not sorted/unique at %q", a[i].Key)
+		}
+		if err := a[i].Value.validate(1); err != nil {
+			return fmt.Errorf("attribute %q: %w", a[i].Key, err)
+		}
+	}
+	return nil
+}
+
+// MaxValueDepth bounds nesting of list/map attribute values.
+const MaxValueDepth = 32
+
+func (v Value) validate(depth int) error {
+	if depth > MaxValueDepth {
+		return fmt.Errorf("value nested deeper than %d", MaxValueDepth)
+	}
+	switch v.Kind {
+	case KindList:
+		for _, e := range v.List {
+			if err := e.validate(depth + 1); err != nil {
+				return err
+			}
+		}
+	case KindMap:
+		for i, e := range v.Map {
+			if i > 0 && v.Map[i-1].Key >= e.Key {
+				return fmt.Errorf("map keys not sorted/unique at %q", e.Key)
+			}
+			if err := e.Value.validate(depth + 1); err != nil {
+				return err
+			}
+		}
+	case KindNull, KindString, KindInt, KindFloat, KindBool:
+	default:
+		return fmt.Errorf("unknown value kind %d", v.Kind)
+	}
+	return nil
+}
