@@ -120,6 +120,12 @@ type Record struct {
 	Attrs      Attrs
 	Exception  *Exception
 	Children   []*Record
+	// Open marks a record that had not ended when the chunk holding it was
+	// written: a streamed span (Zorka chunked traces) continues it in the
+	// next chunk, whose corresponding record is the first child at the same
+	// position. AssembleChunks merges such pieces; a finished tree has no
+	// open records unless the producer never closed them.
+	Open bool
 }
 
 // Exception is an error raised in a record, with its cause chain.
