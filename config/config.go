@@ -1,0 +1,554 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// MaxConfigSize bounds the size of a TOML configuration file.
+const MaxConfigSize = 1 << 20
+
+// Durability policies, the values of Config.Sync.
+const (
+	SyncAlways = "always" // fsync per request
+	SyncBatch  = "batch"  // group commit: concurrent requests share one fsync
+	SyncNone   = "none"   // never fsync (tests, bulk import)
+)
+
+// Log levels and formats, the values of Config.LogLevel and Config.LogFormat.
+const (
+	LogDebug = "debug"
+	LogInfo  = "info"
+	LogWarn  = "warn"
+	LogError = "error"
+
+	LogText = "text"
+	LogJSON = "json"
+)
+
+// Config is the daemon's configuration, decoded from TOML. Every key is
+// optional; a missing key keeps its Default value.
+type Config struct {
+	// DataDir holds the store directories and the LOCK file.
+	DataDir string `toml:"data_dir"`
+	// Socket is the path of the unix socket serving the API (at most 107
+	// bytes, the limit of sun_path).
+	Socket string `toml:"socket"`
+	// SocketMode is the socket file's permission bits, as octal digits
+	// ("0660", at most 0777; see ParseFileMode).
+	SocketMode string `toml:"socket_mode"`
+	// SocketGroup, if set, is the group (name or numeric id) given to the
+	// socket file; "" keeps the daemon's group.
+	SocketGroup string `toml:"socket_group"`
+	// Listen, if set, also serves the API over TCP on this loopback address
+	// ("127.0.0.1:PORT", "[::1]:PORT", "localhost:PORT"). TCP peers have no
+	// credentials, so Access does not apply to them.
+	Listen string `toml:"listen"`
+	// OTLPGRPCListen, if set, accepts OTLP/gRPC trace exports on this
+	// address (any host, e.g. "0.0.0.0:4317").
+	OTLPGRPCListen string `toml:"otlp_grpc_listen"`
+	// Sync is the durability policy: SyncAlways, SyncBatch or SyncNone.
+	Sync string `toml:"sync"`
+	// BatchMaxDelay bounds how long a write under SyncBatch waits for others
+	// to join its fsync (0 to 1s); 0 syncs as soon as the previous fsync ends.
+	BatchMaxDelay Duration `toml:"batch_max_delay"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+	// LogFormat is text or json.
+	LogFormat string `toml:"log_format"`
+	// Pprof serves net/http/pprof under /debug/pprof/ on the socket API.
+	Pprof bool `toml:"pprof"`
+
+	Store     StoreConfig     `toml:"store"`
+	Retention RetentionConfig `toml:"retention"`
+	Limits    LimitsConfig    `toml:"limits"`
+	Access    AccessConfig    `toml:"access"`
+	Zorka     ZorkaConfig     `toml:"zorka"`
+}
+
+// StoreConfig shapes new stores; existing stores keep what their
+// config.props says.
+type StoreConfig struct {
+	// Compression of chunks: none, lz4 or zlib.
+	Compression string `toml:"compression"`
+	// Checksums adds a CRC32 to every chunk.
+	Checksums bool `toml:"checksums"`
+	// MaxStoreSize rotates to a new store once the data file reaches this
+	// size (at least ChunkTargetSize).
+	MaxStoreSize Size `toml:"max_store_size"`
+	// MaxStoreAge rotates to a new store once the open one is this old;
+	// 0 disables age-based rotation.
+	MaxStoreAge Duration `toml:"max_store_age"`
+	// ChunkTargetSize is the uncompressed size at which a chunk is cut
+	// (4KiB to 64MiB).
+	ChunkTargetSize Size `toml:"chunk_target_size"`
+}
+
+// RetentionConfig deletes the oldest sealed stores while any limit is
+// exceeded; 0 means unlimited.
+type RetentionConfig struct {
+	MaxStores    int      `toml:"max_stores"`
+	MaxTotalSize Size     `toml:"max_total_size"`
+	MaxAge       Duration `toml:"max_age"`
+}
+
+// LimitsConfig bounds what one request may make the daemon decode.
+type LimitsConfig struct {
+	MaxBodySize         Size `toml:"max_body_size"`          // request body, after content decoding
+	MaxTracesPerRequest int  `toml:"max_traces_per_request"` // traces (spans) in one request
+	MaxDepth            int  `toml:"max_depth"`              // nesting of records and exception causes (1 to 10000)
+	MaxAttrs            int  `toml:"max_attrs"`              // attributes on one span or record
+	MaxRecordsPerSpan   int  `toml:"max_records_per_span"`   // method-call records in one span
+	MaxStringSize       Size `toml:"max_string_size"`        // one string (name, attribute, message)
+	MaxSearchLimit      int  `toml:"max_search_limit"`       // largest limit= a search may ask for
+}
+
+// AccessConfig lists who, besides root and the daemon's own uid (always
+// allowed), may use the socket API; peers are identified by their socket
+// credentials. Write access implies read access.
+type AccessConfig struct {
+	ReadUIDs  []uint32 `toml:"read_uids"`
+	WriteUIDs []uint32 `toml:"write_uids"`
+	ReadGIDs  []uint32 `toml:"read_gids"`
+	WriteGIDs []uint32 `toml:"write_gids"`
+}
+
+// CanRead reports whether a peer with uid and groups gids may read, for a
+// daemon running as daemonUID.
+func (a AccessConfig) CanRead(uid uint32, gids []uint32, daemonUID uint32) bool {
+	return a.CanWrite(uid, gids, daemonUID) || slices.Contains(a.ReadUIDs, uid) || containsAny(a.ReadGIDs, gids)
+}
+
+// CanWrite reports whether a peer with uid and groups gids may write, for a
+// daemon running as daemonUID.
+func (a AccessConfig) CanWrite(uid uint32, gids []uint32, daemonUID uint32) bool {
+	return uid == 0 || uid == daemonUID || slices.Contains(a.WriteUIDs, uid) || containsAny(a.WriteGIDs, gids)
+}
+
+func containsAny(set, xs []uint32) bool {
+	for _, x := range xs {
+		if slices.Contains(set, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// ZorkaConfig is the Zorka agent protocol's settings.
+type ZorkaConfig struct {
+	// SessionIdleTimeout forgets an agent session (and its string
+	// dictionary) after this long without a request.
+	SessionIdleTimeout Duration `toml:"session_idle_timeout"`
+}
+
+// Default returns the built-in configuration: what ztsd runs with when no
+// file is given, and the base that a file overrides. Its paths are relative to
+// the working directory; deploy/ztsd.toml sets the systemd ones.
+func Default() Config {
+	return Config{
+		DataDir:       "./ztsd-data",
+		Socket:        "./ztsd.sock",
+		SocketMode:    "0660",
+		Sync:          SyncBatch,
+		BatchMaxDelay: Duration(time.Millisecond),
+		LogLevel:      LogInfo,
+		LogFormat:     LogText,
+		Store: StoreConfig{
+			Compression:     CompressionLZ4,
+			Checksums:       true,
+			MaxStoreSize:    1 << 30,
+			MaxStoreAge:     Duration(24 * time.Hour),
+			ChunkTargetSize: 1 << 20,
+		},
+		Limits: LimitsConfig{
+			MaxBodySize:         64 << 20,
+			MaxTracesPerRequest: 100000,
+			MaxDepth:            512,
+			MaxAttrs:            1024,
+			MaxRecordsPerSpan:   1000000,
+			MaxStringSize:       1 << 20,
+			MaxSearchLimit:      10000,
+		},
+		Zorka: ZorkaConfig{SessionIdleTimeout: Duration(2 * time.Minute)},
+	}
+}
+
+// Load reads the TOML file at path over Default() and validates the result.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, err
+	}
+	defer f.Close()
+	return Parse(f, path)
+}
+
+// Parse reads TOML from r over Default() and validates the result; name (a
+// file name) prefixes errors. Problems with keys are *KeyError values naming
+// the key and, when it can be found, its line: unknown keys (also keys that
+// differ from a known one only in case), values that do not decode, and
+// values that Validate rejects.
+func Parse(r io.Reader, name string) (Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxConfigSize+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: reading: %w", name, err)
+	}
+	if len(data) > MaxConfigSize {
+		return Config{}, fmt.Errorf("%s: larger than %d bytes", name, MaxConfigSize)
+	}
+	c := Default()
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return Config{}, &KeyError{File: name, Line: pe.Position.Line, Key: pe.LastKey, Err: errors.New(pe.Message)}
+		}
+		if m := tomlDecodeErrorRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return Config{}, &KeyError{File: name, Line: line, Key: m[2], Err: errors.New(m[3])}
+		}
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	lines := tomlKeyLines(data)
+	if errs := unknownKeys(md); len(errs) > 0 {
+		for _, ke := range errs {
+			ke.File, ke.Line = name, lines[ke.Key]
+		}
+		return Config{}, joinKeyErrors(errs)
+	}
+	c.normalize()
+	if errs := c.validate(); len(errs) > 0 {
+		for _, ke := range errs {
+			ke.File, ke.Line = name, lines[ke.Key]
+		}
+		return Config{}, joinKeyErrors(errs)
+	}
+	return c, nil
+}
+
+// tomlDecodeErrorRE matches the errors the toml decoder returns as plain
+// text (type mismatches): `toml: line 3 (last key "store.checksums"): ...`.
+var tomlDecodeErrorRE = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
+
+func joinKeyErrors(errs []*KeyError) error {
+	all := make([]error, len(errs))
+	for i, e := range errs {
+		all[i] = e
+	}
+	return errors.Join(all...)
+}
+
+// normalize makes empty lists nil, so that a file saying "read_uids = []"
+// equals the default.
+func (c *Config) normalize() {
+	for _, l := range []*[]uint32{&c.Access.ReadUIDs, &c.Access.WriteUIDs, &c.Access.ReadGIDs, &c.Access.WriteGIDs} {
+		if len(*l) == 0 {
+			*l = nil
+		}
+	}
+}
+
+// unknownKeys returns the keys of the document that Config does not define:
+// those the decoder left undecoded and those it matched only ignoring case.
+// Below an unknown table only the table is reported.
+func unknownKeys(md toml.MetaData) []*KeyError {
+	known := make(map[string]bool)
+	leafByName := make(map[string][]string)
+	for _, f := range configFields() {
+		known[f.key] = true
+		if f.section != "" {
+			known[f.section] = true
+		}
+		leafByName[f.name] = append(leafByName[f.name], f.key)
+	}
+	undecoded := make(map[string]bool)
+	for _, k := range md.Undecoded() {
+		undecoded[k.String()] = true
+	}
+	var errs []*KeyError
+	reported := make(map[string]bool)
+	for _, k := range md.Keys() {
+		key := k.String()
+		if known[key] && !undecoded[key] {
+			continue
+		}
+		parentReported := false
+		for i := 1; i < len(k); i++ {
+			if reported[k[:i].String()] {
+				parentReported = true
+			}
+		}
+		if parentReported {
+			continue
+		}
+		reported[key] = true
+		msg := "unknown key"
+		for k2 := range known {
+			if strings.EqualFold(k2, key) {
+				msg = fmt.Sprintf("unknown key (keys are case-sensitive: did you mean %s?)", k2)
+			}
+		}
+		if cands := leafByName[k[len(k)-1]]; msg == "unknown key" && len(cands) > 0 {
+			msg = fmt.Sprintf("unknown key (did you mean %s?)", strings.Join(cands, " or "))
+		}
+		errs = append(errs, &KeyError{Key: key, Err: errors.New(msg)})
+	}
+	return errs
+}
+
+// configField is one leaf key of Config.
+type configField struct {
+	key     string // dotted TOML key, e.g. "store.compression"
+	section string // "store", or "" for a top-level key
+	name    string // last key component
+	index   []int  // reflect field index path
+}
+
+// configFields lists Config's keys in declaration order.
+func configFields() []configField {
+	var out []configField
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("toml")
+		if f.Type.Kind() == reflect.Struct {
+			for j := range f.Type.NumField() {
+				g := f.Type.Field(j)
+				name := g.Tag.Get("toml")
+				out = append(out, configField{key: tag + "." + name, section: tag, name: name, index: []int{i, j}})
+			}
+			continue
+		}
+		out = append(out, configField{key: tag, name: tag, index: []int{i}})
+	}
+	return out
+}
+
+// Keys returns every key Config defines, dotted ("store.compression"), in
+// declaration order.
+func Keys() []string {
+	fields := configFields()
+	keys := make([]string, len(fields))
+	for i, f := range fields {
+		keys[i] = f.key
+	}
+	return keys
+}
+
+// Validate checks every value; each problem is a *KeyError naming the key,
+// and all of them are returned, joined.
+func (c Config) Validate() error {
+	return joinKeyErrors(c.validate())
+}
+
+func (c Config) validate() []*KeyError {
+	var errs []*KeyError
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &KeyError{Key: key, Err: fmt.Errorf(format, args...)})
+	}
+	oneOf := func(key, v string, allowed ...string) {
+		if !slices.Contains(allowed, v) {
+			bad(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
+		}
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "empty")
+	}
+	switch {
+	case c.Socket == "":
+		bad("socket", "empty")
+	case len(c.Socket) > 107:
+		bad("socket", "path is %d bytes, longer than the 107 a unix socket address holds", len(c.Socket))
+	}
+	if _, err := ParseFileMode(c.SocketMode); err != nil {
+		bad("socket_mode", "%v", err)
+	}
+	if strings.ContainsAny(c.SocketGroup, " \t\n:") {
+		bad("socket_group", "%q is not a group name or id", c.SocketGroup)
+	}
+	if c.Listen != "" {
+		if err := checkListenAddr(c.Listen, true); err != nil {
+			bad("listen", "%v", err)
+		}
+	}
+	if c.OTLPGRPCListen != "" {
+		if err := checkListenAddr(c.OTLPGRPCListen, false); err != nil {
+			bad("otlp_grpc_listen", "%v", err)
+		}
+	}
+	oneOf("sync", c.Sync, SyncAlways, SyncBatch, SyncNone)
+	if c.BatchMaxDelay < 0 || c.BatchMaxDelay > Duration(time.Second) {
+		bad("batch_max_delay", "%s is not within 0s to 1s", c.BatchMaxDelay)
+	}
+	oneOf("log_level", c.LogLevel, LogDebug, LogInfo, LogWarn, LogError)
+	oneOf("log_format", c.LogFormat, LogText, LogJSON)
+
+	oneOf("store.compression", c.Store.Compression, CompressionNone, CompressionLZ4, CompressionZlib)
+	const minChunk, maxChunk = 4 << 10, 64 << 20
+	if c.Store.ChunkTargetSize < minChunk || c.Store.ChunkTargetSize > maxChunk {
+		bad("store.chunk_target_size", "%s is not within %s to %s", c.Store.ChunkTargetSize, Size(minChunk), Size(maxChunk))
+	}
+	if c.Store.MaxStoreSize < c.Store.ChunkTargetSize {
+		bad("store.max_store_size", "%s is smaller than store.chunk_target_size %s", c.Store.MaxStoreSize, c.Store.ChunkTargetSize)
+	}
+	if c.Store.MaxStoreAge < 0 {
+		bad("store.max_store_age", "negative")
+	}
+
+	if c.Retention.MaxStores < 0 {
+		bad("retention.max_stores", "%d is negative (0 means unlimited)", c.Retention.MaxStores)
+	}
+	if c.Retention.MaxTotalSize < 0 {
+		bad("retention.max_total_size", "negative (0 means unlimited)")
+	}
+	if c.Retention.MaxAge < 0 {
+		bad("retention.max_age", "negative (0 means unlimited)")
+	}
+
+	if c.Limits.MaxBodySize < 1<<10 {
+		bad("limits.max_body_size", "%s is less than 1KiB", c.Limits.MaxBodySize)
+	}
+	positive := func(key string, v int) {
+		if v < 1 {
+			bad(key, "%d is not positive", v)
+		}
+	}
+	positive("limits.max_traces_per_request", c.Limits.MaxTracesPerRequest)
+	if c.Limits.MaxDepth < 1 || c.Limits.MaxDepth > 10000 {
+		bad("limits.max_depth", "%d is not within 1 to 10000", c.Limits.MaxDepth)
+	}
+	positive("limits.max_attrs", c.Limits.MaxAttrs)
+	positive("limits.max_records_per_span", c.Limits.MaxRecordsPerSpan)
+	switch {
+	case c.Limits.MaxStringSize < 1:
+		bad("limits.max_string_size", "%s is not positive", c.Limits.MaxStringSize)
+	case c.Limits.MaxStringSize > c.Limits.MaxBodySize:
+		bad("limits.max_string_size", "%s is larger than limits.max_body_size %s", c.Limits.MaxStringSize, c.Limits.MaxBodySize)
+	}
+	positive("limits.max_search_limit", c.Limits.MaxSearchLimit)
+
+	if c.Zorka.SessionIdleTimeout <= 0 {
+		bad("zorka.session_idle_timeout", "%s is not positive", c.Zorka.SessionIdleTimeout)
+	}
+	return errs
+}
+
+// checkListenAddr checks a TCP listen address "host:port"; loopbackOnly
+// requires the host to be a loopback address or "localhost".
+func checkListenAddr(addr string, loopbackOnly bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	if !loopbackOnly {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q: host must be a loopback address (127.0.0.1, ::1 or localhost): TCP peers carry no credentials for access control", addr)
+	}
+	return nil
+}
+
+// Diff lists the keys whose values differ between c and o, one
+// "key: old -> new" string each, in declaration order (for logging what a
+// reload changed). Empty and nil lists are equal.
+func (c Config) Diff(o Config) []string {
+	var out []string
+	cv, ov := reflect.ValueOf(c), reflect.ValueOf(o)
+	for _, f := range configFields() {
+		a, b := cv.FieldByIndex(f.index), ov.FieldByIndex(f.index)
+		if a.Kind() == reflect.Slice && a.Len() == 0 && b.Len() == 0 {
+			continue
+		}
+		if reflect.DeepEqual(a.Interface(), b.Interface()) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: %s -> %s", f.key, formatValue(a), formatValue(b)))
+	}
+	return out
+}
+
+func formatValue(v reflect.Value) string {
+	if s, ok := v.Interface().(fmt.Stringer); ok {
+		return s.String()
+	}
+	if v.Kind() == reflect.String {
+		return strconv.Quote(v.String())
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// tomlKeyLines maps each dotted key defined in the TOML text to the line of
+// its first definition. It is a line-oriented scan for error messages, not a
+// parser: it understands [table] headers and bare or quoted "key = value"
+// lines, which is what a configuration file consists of.
+func tomlKeyLines(data []byte) map[string]int {
+	lines := make(map[string]int)
+	table := ""
+	for i, raw := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(raw)
+		if t == "" || t[0] == '#' {
+			continue
+		}
+		if t[0] == '[' {
+			end := strings.IndexByte(t, ']')
+			if end < 0 {
+				continue
+			}
+			table = normalizeTOMLKey(strings.Trim(t[:end], "[ \t"))
+			if _, ok := lines[table]; !ok {
+				lines[table] = i + 1
+			}
+			continue
+		}
+		eq := strings.IndexByte(t, '=')
+		if eq <= 0 {
+			continue
+		}
+		key := normalizeTOMLKey(t[:eq])
+		if key == "" {
+			continue
+		}
+		if table != "" {
+			key = table + "." + key
+		}
+		if _, ok := lines[key]; !ok {
+			lines[key] = i + 1
+		}
+	}
+	return lines
+}
+
+// normalizeTOMLKey turns `a . "b"` into "a.b"; it returns "" for text that is
+// not a key.
+func normalizeTOMLKey(s string) string {
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if len(p) >= 2 && (p[0] == '"' || p[0] == '\'') && p[len(p)-1] == p[0] {
+			p = p[1 : len(p)-1]
+		} else if p == "" || strings.ContainsAny(p, " \t\"'") {
+			return ""
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ".")
+}
