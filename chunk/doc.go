@@ -1,0 +1,39 @@
+// Package chunk owns the data file of a store, traces.zts: the 16-byte ZTS0
+// file header followed by ZCH0 chunks, each an independently compressed and
+// checksummed payload. The data file is the source of truth of a store; every
+// index is derived from it. The byte-level format is specified in
+// docs/format/data-file.md.
+//
+// The package provides three views of a data file:
+//
+//   - File: the open, writable file. Append encodes a payload and writes the
+//     chunk header and stored bytes with one positioned write at the logical
+//     end; ReadChunk reads, verifies and decompresses the chunk at an offset.
+//     Reads use ReadAt (pread) and never take the append lock, so they run
+//     concurrently with appends.
+//   - Encode: the pure, concurrency-safe encoder, so callers can compress
+//     outside whatever lock serialises their appends (AppendEncoded).
+//   - Scanner: a sequential reader over any io.ReaderAt, used by recovery and
+//     verify. It reports every bad region (bad magic, sizes out of bounds,
+//     checksum or decompression failure, truncated tail, invalid payload) and
+//     resynchronises on the next ZCH0 magic whose chunk validates, so one
+//     damaged chunk costs only that chunk.
+//
+// Invariants:
+//
+//   - File.Size is the logical end of the data: every byte below it belongs to
+//     a completely written chunk (or to a torn tail that existed before Open;
+//     Open does not scan, recovery cuts such tails with TruncateTail). An
+//     append that fails leaves Size unchanged and truncates the file back.
+//   - Every length read from disk is bounded before it is used to allocate:
+//     stored and logical sizes by MaxChunkSize, the logical size of a
+//     compressed chunk also by the codec's maximum expansion ratio, and every
+//     read by the size of the file.
+//   - Bytes are never silently discarded: TruncateTail and Reinitialize first
+//     append the bytes they cut to a ".broken" file and fsync it.
+//   - The master checksum in the file header is 0 while the file is open for
+//     appends; Seal writes the CRC-32 of all chunk headers, after which the
+//     file refuses appends.
+//   - Decoders never panic on hostile input; failures are *CorruptionError
+//     values naming the offset of the chunk and a Reason.
+package chunk

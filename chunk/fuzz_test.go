@@ -1,0 +1,145 @@
+package chunk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+// fuzzOptions maps a fuzzer byte to one of the six valid option sets.
+func fuzzOptions(b byte) Options { return allOptions[int(b)%len(allOptions)] }
+
+// seedImages returns small valid and damaged data files for the seed corpus.
+func seedImages(t testing.TB) [][]byte {
+	rng := rand.New(rand.NewPCG(42, 43))
+	var out [][]byte
+	for _, opt := range allOptions {
+		payloads := [][]byte{cborTrace(rng, 120), {}, randomBytes(rng, 24), samplePayloads(t)["traces1-1-trc.cbor"], cborTrace(rng, 200)}
+		im := buildImage(t, opt, payloads)
+		out = append(out, im.clone())
+		torn := im.data[:len(im.data)-7]
+		out = append(out, bytes.Clone(torn))
+		flipped := im.clone()
+		flipped[im.offs[1]+5] ^= 0x40
+		out = append(out, flipped)
+		zeroed := im.clone()
+		clear(zeroed[im.offs[0]+20 : im.offs[3]])
+		out = append(out, zeroed)
+		dup := append(im.clone(), im.data[im.offs[0]:im.offs[1]]...)
+		out = append(out, dup)
+	}
+	return out
+}
+
+// FuzzScanner scans arbitrary file bytes: no panic, no hang, and the chunks
+// returned plus the bad regions tile the file exactly; every returned chunk
+// reads back identically through ReadChunkAt.
+func FuzzScanner(f *testing.F) {
+	for i, img := range seedImages(f) {
+		f.Add(img, byte(0))
+		f.Add(img, byte(i))
+	}
+	f.Add([]byte("ZTS0"), byte(0))
+	f.Add([]byte{}, byte(1))
+	f.Fuzz(func(t *testing.T, data []byte, optByte byte) {
+		size := int64(len(data))
+		opt := fuzzOptions(optByte)
+		if h, err := ReadHeader(bytes.NewReader(data), size); err == nil {
+			opt = h.Options
+			// computeMaster must agree with the scan on clean files.
+			_, _ = VerifyMaster(bytes.NewReader(data), size)
+		} else if !errors.Is(err, ErrTornHeader) && !errors.Is(err, ErrBadHeader) {
+			t.Fatalf("ReadHeader: unexpected error %v", err)
+		}
+		r := scanBytes(data, opt, nil)
+		if r.err != nil {
+			t.Fatalf("scan of an in-memory file: I/O error %v", r.err)
+		}
+		checkTiling(t, data, opt, r)
+		for i, off := range r.offs {
+			p, _, err := ReadChunkAt(bytes.NewReader(data), size, opt, off)
+			if err != nil || !bytes.Equal(p, r.payloads[i]) {
+				t.Fatalf("chunk at %d: ReadChunkAt %v, payload equal %v", off, err, bytes.Equal(p, r.payloads[i]))
+			}
+		}
+		for _, b := range r.bad {
+			if b.Reason < BadMagic || b.Reason > Payload || b.Err == nil {
+				t.Fatalf("bad region without a reason: %v", b)
+			}
+		}
+		if len(r.bad) == 0 && len(data) >= HeaderSize {
+			if _, err := computeMaster(bytes.NewReader(data), size, opt); err != nil {
+				t.Fatalf("clean scan but computeMaster fails: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzReadChunk reads a chunk at an arbitrary offset of arbitrary bytes: no
+// panic, a bounded result, and errors are either ErrOutOfRange or a
+// *CorruptionError naming the offset.
+func FuzzReadChunk(f *testing.F) {
+	for i, img := range seedImages(f) {
+		f.Add(img, int64(HeaderSize), byte(i/5))
+	}
+	hostile := appendHeader(nil, Header{Options: Options{LZ4, true}})
+	hostile = binary.BigEndian.AppendUint32(hostile, ChunkMagic)
+	hostile = binary.BigEndian.AppendUint32(hostile, 0xFFFFFFFE)
+	hostile = binary.BigEndian.AppendUint32(hostile, 0xFFFFFFFE)
+	hostile = binary.BigEndian.AppendUint32(hostile, 0)
+	f.Add(hostile, int64(HeaderSize), byte(3))
+	f.Fuzz(func(t *testing.T, data []byte, off int64, optByte byte) {
+		opt := fuzzOptions(optByte)
+		p, next, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), opt, off)
+		if err != nil {
+			var ce *CorruptionError
+			if errors.As(err, &ce) {
+				if ce.Offset != off || ce.Reason < BadMagic || ce.Reason > Payload {
+					t.Fatalf("corruption error %v for offset %d", ce, off)
+				}
+			} else if !errors.Is(err, ErrOutOfRange) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if next <= off || next > int64(len(data)) || len(p) > MaxChunkSize {
+			t.Fatalf("chunk at %d: next %d, %d payload bytes, file %d bytes", off, next, len(p), len(data))
+		}
+		// A chunk that reads must also be found by a scan started there.
+		s := NewScanner(bytes.NewReader(data), int64(len(data)), opt)
+		s.SetOffset(off)
+		if !s.Next() {
+			t.Fatalf("scanner does not find the chunk at %d", off)
+		}
+		if got, q := s.Chunk(); got != off || !bytes.Equal(q, p) {
+			t.Fatalf("scanner returns chunk %d, want %d", got, off)
+		}
+	})
+}
+
+// FuzzEncodeRoundTrip: every payload encodes and decodes back exactly, and
+// never grows by more than the chunk header.
+func FuzzEncodeRoundTrip(f *testing.F) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 6 {
+		f.Add(cborTrace(rng, 100*i), byte(i))
+		f.Add(randomBytes(rng, 50*i), byte(i))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte, optByte byte) {
+		opt := fuzzOptions(optByte)
+		c, err := Encode(payload, opt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Len() > int64(ChunkHeaderSize+len(payload)) {
+			t.Fatalf("%d payload bytes encode to %d", len(payload), c.Len())
+		}
+		data := append(appendHeader(nil, Header{Options: opt}), c.Bytes()...)
+		got, next, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
+		if err != nil || !bytes.Equal(got, payload) || next != int64(len(data)) {
+			t.Fatalf("round trip: %v, equal %v, next %d", err, bytes.Equal(got, payload), next)
+		}
+	})
+}
