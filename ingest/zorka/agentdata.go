@@ -1,0 +1,165 @@
+package zorka
+
+// agentDefs are the definitions of one agent-data body, staged so that a
+// body is applied whole or not at all.
+type agentDefs struct {
+	strs    map[uint64]string
+	methods map[uint64]string
+	added   int64 // accounted bytes of the staged definitions
+}
+
+// agentStats counts the definitions of one body.
+type agentStats struct {
+	strings int
+	methods int
+}
+
+// decodeAgentData decodes an agent-data body against base (the session's
+// current symbols, ignored when reset). Both generations are accepted per
+// tuple: string defs C1 [id, text, type] (1.90; type 0 or 4–8) or
+// C1 [id, text] (2.x), and method defs C2 [id, class, method, signature]
+// whose three symbols must be defined in this body or before.
+func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int, maxBytes int64) (*agentDefs, agentStats, error) {
+	defs := &agentDefs{strs: make(map[uint64]string), methods: make(map[uint64]string)}
+	var st agentStats
+	baseCount, baseBytes := 0, int64(0)
+	if !reset {
+		baseCount, baseBytes = base.count(), base.bytes
+	}
+	newEntries := 0
+	lookup := func(id uint64) (string, bool) {
+		if s, ok := defs.strs[id]; ok {
+			return s, true
+		}
+		if !reset {
+			s, ok := base.strs[id]
+			return s, ok
+		}
+		return "", false
+	}
+	account := func(off int, isNew bool, n int) error {
+		if isNew {
+			newEntries++
+			if baseCount+newEntries > maxSymbols {
+				return decodeErrorf(off, "session has more than %d symbols", maxSymbols)
+			}
+		}
+		defs.added += int64(n) + symbolOverhead
+		if baseBytes+defs.added > maxBytes {
+			return decodeErrorf(off, "session symbols take more than %d bytes", maxBytes)
+		}
+		return nil
+	}
+
+	r := &cborReader{b: body}
+	for !r.eof() {
+		off := r.pos
+		major, ai, tag, err := r.head()
+		if err != nil {
+			return nil, st, err
+		}
+		if major != majorTag || ai == aiIndefinite {
+			return nil, st, decodeErrorf(off, "agent data: expected a tagged definition, found %s", describeByte(body[off]))
+		}
+		switch tag {
+		case tagStringDef:
+			n, err := r.arrayLen("string def", 1)
+			if err != nil {
+				return nil, st, err
+			}
+			if n != 2 && n != 3 {
+				return nil, st, decodeErrorf(off, "string def must have 3 elements [id, text, type] (2 in Zorka 2.x), has %d", n)
+			}
+			id, err := r.uint("string def id")
+			if err != nil {
+				return nil, st, err
+			}
+			text, err := r.text("string def text", true)
+			if err != nil {
+				return nil, st, err
+			}
+			if n == 3 {
+				toff := r.pos
+				typ, err := r.uint("string def type")
+				if err != nil {
+					return nil, st, err
+				}
+				if typ != 0 && (typ < 4 || typ > 8) {
+					return nil, st, decodeErrorf(toff, "string def %d: type %d is not one of 0, 4–8", id, typ)
+				}
+			}
+			_, inDefs := defs.strs[id]
+			_, inBase := lookupBase(base, reset, id)
+			if err := account(off, !inDefs && !inBase, len(text)); err != nil {
+				return nil, st, err
+			}
+			defs.strs[id] = text
+			st.strings++
+		case tagMethodDef:
+			n, err := r.arrayLen("method def", 1)
+			if err != nil {
+				return nil, st, err
+			}
+			if n != 4 {
+				return nil, st, decodeErrorf(off, "method def must have 4 elements [id, class, method, signature], has %d", n)
+			}
+			var ids [4]uint64
+			for i := range ids {
+				if ids[i], err = r.uint("method def element"); err != nil {
+					return nil, st, err
+				}
+			}
+			var parts [3]string
+			for i := range parts {
+				s, ok := lookup(ids[i+1])
+				if !ok {
+					return nil, st, decodeErrorf(off, "method def %d: undefined string symbol %d (not sent yet?)", ids[0], ids[i+1])
+				}
+				parts[i] = s
+			}
+			m := renderMethod(parts[0], parts[1], parts[2])
+			_, inDefs := defs.methods[ids[0]]
+			inBase := false
+			if !reset {
+				_, inBase = base.methods[ids[0]]
+			}
+			if err := account(off, !inDefs && !inBase, len(m)); err != nil {
+				return nil, st, err
+			}
+			defs.methods[ids[0]] = m
+			st.methods++
+		default:
+			return nil, st, decodeErrorf(off, "agent data: unknown tag %d (want 1: string def, 2: method def)", tag)
+		}
+	}
+	return defs, st, nil
+}
+
+func lookupBase(base *symbolTable, reset bool, id uint64) (string, bool) {
+	if reset {
+		return "", false
+	}
+	s, ok := base.strs[id]
+	return s, ok
+}
+
+// apply commits staged definitions; re-definitions overwrite.
+func (t *symbolTable) apply(defs *agentDefs, reset bool) {
+	if reset {
+		t.clear()
+	}
+	for id, s := range defs.strs {
+		if old, ok := t.strs[id]; ok {
+			t.bytes -= int64(len(old)) + symbolOverhead
+		}
+		t.strs[id] = s
+		t.bytes += int64(len(s)) + symbolOverhead
+	}
+	for id, m := range defs.methods {
+		if old, ok := t.methods[id]; ok {
+			t.bytes -= int64(len(old)) + symbolOverhead
+		}
+		t.methods[id] = m
+		t.bytes += int64(len(m)) + symbolOverhead
+	}
+}

@@ -1,0 +1,144 @@
+package zorka
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/ztsd/ztsd/trace"
+)
+
+func formatInt(v int64) string { return strconv.FormatInt(v, 10) }
+
+// value reads an attribute value at nesting depth (1 for a value directly
+// in an attribute map). Zorka writes text, integers, null and, in 1.90,
+// string refs; zorka-tdb also accepts booleans, byte strings, lists and maps.
+// Floats are rejected in 1.90 data (its agent writes them as text) and
+// accepted in 2.x data.
+func (d *traceDecoder) value(depth int) (trace.Value, error) {
+	r := &d.r
+	off := r.pos
+	if depth > trace.MaxValueDepth {
+		return trace.Value{}, decodeErrorf(off, "attribute value nested deeper than %d", trace.MaxValueDepth)
+	}
+	major, ai, arg, err := r.head()
+	if err != nil {
+		return trace.Value{}, err
+	}
+	switch major {
+	case majorUint:
+		if ai == aiIndefinite {
+			break
+		}
+		if arg > math.MaxInt64 {
+			return trace.String(bigIntText(majorUint, arg)), nil
+		}
+		return trace.Int(int64(arg)), nil
+	case majorNegInt:
+		if ai == aiIndefinite {
+			break
+		}
+		if arg > math.MaxInt64 {
+			return trace.String(bigIntText(majorNegInt, arg)), nil
+		}
+		return trace.Int(int64(^arg)), nil
+	case majorBytes, majorText:
+		if ai == aiIndefinite {
+			return trace.Value{}, decodeErrorf(off, "indefinite-length strings are not supported")
+		}
+		p, err := r.bytesOf(off, arg, "attribute value")
+		if err != nil {
+			return trace.Value{}, err
+		}
+		if major == majorBytes {
+			return trace.String(bytesValue(p)), nil
+		}
+		return trace.String(textString(p)), nil
+	case majorArray:
+		indefinite := ai == aiIndefinite
+		if !indefinite && arg > uint64(r.left()) {
+			return trace.Value{}, decodeErrorf(off, "list of %d elements does not fit the %d bytes left", arg, r.left())
+		}
+		var vs []trace.Value
+		if !indefinite && arg > 0 {
+			vs = make([]trace.Value, 0, arg)
+		}
+		for i := uint64(0); indefinite || i < arg; i++ {
+			if indefinite {
+				nb, ok := r.peek()
+				if !ok {
+					return trace.Value{}, decodeErrorf(r.pos, "unexpected end of data in a list that starts at offset %d", off)
+				}
+				if nb == cborBreak {
+					r.pos++
+					break
+				}
+			}
+			v, err := d.value(depth + 1)
+			if err != nil {
+				return trace.Value{}, err
+			}
+			vs = append(vs, v)
+		}
+		return trace.List(vs...), nil
+	case majorMap:
+		kv, err := d.mapEntries(off, ai == aiIndefinite, arg, depth+1)
+		if err != nil {
+			return trace.Value{}, err
+		}
+		return trace.MapValue(kv), nil
+	case majorTag:
+		if d.format == format190 && ai != aiIndefinite && arg == tagStringRef {
+			id, err := r.uint("string ref")
+			if err != nil {
+				return trace.Value{}, err
+			}
+			s, err := d.str(off, id, "attribute value")
+			if err != nil {
+				return trace.Value{}, err
+			}
+			return trace.String(s), nil
+		}
+		return trace.Value{}, decodeErrorf(off, "unexpected tag %d in an attribute value", arg)
+	case majorSimple:
+		switch r.b[off] {
+		case cborFalse:
+			return trace.Bool(false), nil
+		case cborTrue:
+			return trace.Bool(true), nil
+		case cborNull, cborUndef:
+			return trace.Null(), nil
+		case 0xF9, 0xFA, 0xFB:
+			if d.format == format190 {
+				return trace.Value{}, decodeErrorf(off, "float in an attribute value: the Zorka 1.90 agent writes floats as text")
+			}
+			switch ai {
+			case 25:
+				return trace.Float(halfToFloat64(uint16(arg))), nil
+			case 26:
+				return trace.Float(float64(math.Float32frombits(uint32(arg)))), nil
+			}
+			return trace.Float(math.Float64frombits(arg)), nil
+		}
+	}
+	return trace.Value{}, decodeErrorf(off, "unexpected %s in an attribute value", describeByte(r.b[off]))
+}
+
+// halfToFloat64 converts an IEEE 754 half-precision float.
+func halfToFloat64(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	exp := int(h>>10) & 0x1f
+	frac := float64(h & 0x3ff)
+	switch exp {
+	case 0:
+		return sign * math.Ldexp(frac, -24)
+	case 0x1f:
+		if frac == 0 {
+			return math.Inf(int(sign))
+		}
+		return math.NaN()
+	}
+	return sign * math.Ldexp(frac+1024, exp-25)
+}
