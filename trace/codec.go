@@ -1,0 +1,1531 @@
+package trace
+
+// This file is the chunk payload codec: the CBOR bytes one ZCH0 chunk of a
+// data file holds once decompressed. docs/format/chunk-payload.md is its
+// byte-level contract; keep the two in step.
+//
+// Invariants:
+//   - Every payload is self-contained: it carries its own string table and
+//     every string ref (tag 6) indexes that table, so a damaged chunk never
+//     makes another chunk unreadable.
+//   - Encoding is deterministic: equal spans (in equal order) encode to equal
+//     bytes. Info map keys are written in ascending order, attributes in their
+//     (sorted) order, strings are numbered in first-use order.
+//   - Everything EncodeChunk writes, DecodeChunk accepts with DefaultLimits,
+//     and decodes to spans Equal to the input (Span.Children is never stored).
+//   - The decoder never panics, never recurses deeper than its limits and
+//     bounds every length it reads by the bytes that remain, so memory is at
+//     most a small constant factor of the payload size.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// CBOR major types, shifted into the initial byte.
+const (
+	majorUint   = 0 << 5
+	majorNegInt = 1 << 5
+	majorBytes  = 2 << 5
+	majorText   = 3 << 5
+	majorArray  = 4 << 5
+	majorMap    = 5 << 5
+	majorTag    = 6 << 5
+	majorSimple = 7 << 5
+)
+
+// CBOR tags of the chunk payload.
+const (
+	tagInfo        = 0x02 // method-call info map
+	tagSpanAttrs   = 0x03 // custom attributes of the span
+	tagRecordAttrs = 0x04 // custom attributes of one record
+	tagStringRef   = 0x06 // index into the chunk's string table
+	tagStringTable = 0x07 // the chunk's string table
+	tagRecord      = 0x08 // a record (the span's root record carries the span)
+	tagException   = 0x22 // exception: [class, message, stack, cause]
+)
+
+// Method-call info map keys. 0x01–0x0e follow specs/zts-trace-store.md;
+// 0x11–0x13 are span ids and source; 0x14–0x17 carry the root record's own
+// values where they differ from the span's.
+const (
+	keyTraceID      = 0x01 // 16-byte string; span record only, required
+	keyChunkNum     = 0x02 // uint; span record only
+	keyTimestampMS  = 0x05 // TSTART in ms since the epoch (floor); span record only
+	keyDuration     = 0x06 // int ns
+	keyType         = 0x07 // string ref; span record only
+	keyRecs         = 0x08 // int; span record only
+	keyCalls        = 0x09 // int
+	keyErrors       = 0x0a // int
+	keyFlags        = 0x0b // uint, flag* bits
+	keyStart        = 0x0c // int ns: since the epoch (span), since the span start (child record)
+	keyMethod       = 0x0e // string ref; absent on a span record ⇔ Span.Root == nil
+	keyParent       = 0x11 // uint; span record only
+	keySpan         = 0x12 // uint; span record only
+	keySource       = 0x13 // string ref; span record only
+	keyRootStart    = 0x14 // int ns: Root.StartNS; absent means 0
+	keyRootDuration = 0x15 // int ns: Root.DurationNS; absent means equal to DURATION
+	keyRootCalls    = 0x16 // int: Root.Calls; absent means equal to CALLS
+	keyRootErrors   = 0x17 // int: Root.Errors; absent means equal to ERRORS
+)
+
+// FLAGS bits.
+const (
+	flagError = 0x01 // Span.Error (span record only)
+	flagOpen  = 0x02 // Record.Open
+)
+
+// Limits bound what a decoder (chunk payload or Trace JSON) builds from its
+// input. A zero field means the DefaultLimits value.
+type Limits struct {
+	// MaxDepth bounds record nesting (the root record has depth 1), the
+	// length of an exception's cause chain and, in Trace JSON, span nesting.
+	MaxDepth int
+	// MaxStrings bounds the entries of a chunk's string table.
+	MaxStrings int
+	// MaxSpans bounds the spans of one chunk, or of one Trace JSON document
+	// (a span and its nested "spans").
+	MaxSpans int
+	// MaxRecords bounds the records decoded from one chunk, or from one
+	// Trace JSON document.
+	MaxRecords int
+	// MaxStringLen bounds the length in bytes of any one string.
+	MaxStringLen int
+	// MaxLineBytes bounds one line of JSON lines (DecodeJSONLines).
+	MaxLineBytes int
+}
+
+// DefaultLimits returns the limits used when a Limits field is zero. They
+// are what EncodeChunk guarantees its output stays within.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxDepth:     MaxDepth,
+		MaxStrings:   1 << 22,
+		MaxSpans:     1 << 20,
+		MaxRecords:   1 << 24,
+		MaxStringLen: 16 << 20,
+		MaxLineBytes: 64 << 20,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	if l.MaxStrings <= 0 {
+		l.MaxStrings = d.MaxStrings
+	}
+	if l.MaxSpans <= 0 {
+		l.MaxSpans = d.MaxSpans
+	}
+	if l.MaxRecords <= 0 {
+		l.MaxRecords = d.MaxRecords
+	}
+	if l.MaxStringLen <= 0 {
+		l.MaxStringLen = d.MaxStringLen
+	}
+	if l.MaxLineBytes <= 0 {
+		l.MaxLineBytes = d.MaxLineBytes
+	}
+	return l
+}
+
+// CorruptPayloadError reports a chunk payload that cannot be decoded:
+// malformed, truncated, or beyond the decoder's limits.
+type CorruptPayloadError struct {
+	Offset int // byte offset in the payload where the bad item starts
+	Reason string
+}
+
+func (e *CorruptPayloadError) Error() string {
+	return fmt.Sprintf("corrupt chunk payload at offset %d: %s", e.Offset, e.Reason)
+}
+
+// ErrNoSuchSpan is returned by DecodeChunkSpan for an index outside the
+// chunk's span list.
+var ErrNoSuchSpan = errors.New("no such span in chunk")
+
+// ---------------------------------------------------------------------------
+// Encoding
+
+// EncodeChunk encodes spans into one chunk payload appended to dst. The
+// output is deterministic. It fails (returning dst unchanged) for a nil span,
+// attributes not sorted by unique key, a string that is not UTF-8, nesting
+// beyond MaxDepth / MaxValueDepth, or a batch beyond DefaultLimits.
+// Writers that encode many chunks should reuse a ChunkEncoder instead.
+func EncodeChunk(dst []byte, spans []*Span) ([]byte, error) {
+	var c ChunkEncoder
+	return c.Encode(dst, spans)
+}
+
+// ChunkEncoder encodes chunk payloads exactly as EncodeChunk does, keeping
+// its string map and buffers between calls so that a writer encoding chunk
+// after chunk does not reallocate them. The zero value is ready to use. It
+// is not safe for concurrent use.
+type ChunkEncoder struct {
+	e chunkEncoder
+}
+
+// retainLimit bounds the buffer capacity a ChunkEncoder keeps between calls.
+const retainLimit = 16 << 20
+
+// Encode is EncodeChunk using c's buffers.
+func (c *ChunkEncoder) Encode(dst []byte, spans []*Span) ([]byte, error) {
+	e := &c.e
+	e.reset()
+	defer e.release()
+	if len(spans) > e.lim.MaxSpans {
+		return dst, fmt.Errorf("encode chunk: %d spans, more than %d", len(spans), e.lim.MaxSpans)
+	}
+	for i, s := range spans {
+		if s == nil {
+			return dst, fmt.Errorf("encode chunk: span %d is nil", i)
+		}
+		e.body = e.appendSpan(e.body, s)
+		if e.err != nil {
+			return dst, fmt.Errorf("encode chunk: span %d (%s/%s): %w", i, s.TraceID, s.SpanID, e.err)
+		}
+	}
+	dst = append(dst, majorArray|2)
+	dst = append(dst, majorTag|tagStringTable)
+	dst = appendHead(dst, majorArray, uint64(len(e.refs)))
+	dst = append(dst, e.table...)
+	dst = appendHead(dst, majorArray, uint64(len(spans)))
+	dst = append(dst, e.body...)
+	return dst, nil
+}
+
+type chunkEncoder struct {
+	lim     Limits
+	refs    map[string]uint32 // string → index in the table
+	table   []byte            // encoded table entries, in index order
+	body    []byte            // encoded span list entries
+	records int
+	err     error // first error; encoding stops being meaningful after it
+}
+
+func (e *chunkEncoder) reset() {
+	if e.refs == nil {
+		e.lim = DefaultLimits()
+		e.refs = make(map[string]uint32, 256)
+	}
+	e.table, e.body = e.table[:0], e.body[:0]
+	e.records, e.err = 0, nil
+}
+
+// release drops references to the caller's strings and oversized buffers.
+func (e *chunkEncoder) release() {
+	if len(e.refs) > retainLimit/64 {
+		e.refs = nil
+	} else {
+		clear(e.refs)
+	}
+	if cap(e.table) > retainLimit || cap(e.body) > retainLimit {
+		e.table, e.body = nil, nil
+	}
+}
+
+func (e *chunkEncoder) fail(format string, args ...any) {
+	if e.err == nil {
+		e.err = fmt.Errorf(format, args...)
+	}
+}
+
+// appendRef appends a string ref to s, adding s to the table on first use.
+func (e *chunkEncoder) appendRef(b []byte, s string) []byte {
+	id, ok := e.refs[s]
+	if !ok {
+		switch {
+		case len(s) > e.lim.MaxStringLen:
+			e.fail("string of %d bytes, longer than %d", len(s), e.lim.MaxStringLen)
+			return b
+		case !utf8.ValidString(s):
+			e.fail("string %q is not valid UTF-8", truncateForError(s))
+			return b
+		case len(e.refs) >= e.lim.MaxStrings:
+			e.fail("more than %d distinct strings", e.lim.MaxStrings)
+			return b
+		}
+		id = uint32(len(e.refs))
+		e.refs[s] = id
+		e.table = appendHead(e.table, majorText, uint64(len(s)))
+		e.table = append(e.table, s...)
+	}
+	if id < 24 {
+		return append(b, majorTag|tagStringRef, byte(id))
+	}
+	b = append(b, majorTag|tagStringRef)
+	return appendHead(b, majorUint, uint64(id))
+}
+
+func (e *chunkEncoder) countRecord() {
+	e.records++
+	if e.records > e.lim.MaxRecords {
+		e.fail("more than %d records in one chunk", e.lim.MaxRecords)
+	}
+}
+
+func (e *chunkEncoder) appendSpan(b []byte, s *Span) []byte {
+	r := s.Root
+	elems := 1
+	if len(s.Attrs) > 0 {
+		elems++
+	}
+	if r != nil {
+		e.countRecord()
+		if len(r.Attrs) > 0 {
+			elems++
+		}
+		if r.Exception != nil {
+			elems++
+		}
+		elems += len(r.Children)
+	}
+	b = append(b, majorTag|tagRecord)
+	b = appendHead(b, majorArray, uint64(elems))
+
+	b = append(b, majorTag|tagInfo, 0) // map header patched below (< 24 keys)
+	mapAt := len(b) - 1
+	pairs := 0
+	b = append(b, keyTraceID, majorBytes|16)
+	b = append(b, s.TraceID[:]...)
+	pairs++
+	if s.ChunkNum != 0 {
+		b = appendHead(append(b, keyChunkNum), majorUint, uint64(s.ChunkNum))
+		pairs++
+	}
+	if ms := floorMillis(s.StartNS); ms != 0 {
+		b = appendInt(append(b, keyTimestampMS), ms)
+		pairs++
+	}
+	if s.DurationNS != 0 {
+		b = appendInt(append(b, keyDuration), s.DurationNS)
+		pairs++
+	}
+	if s.Type != "" {
+		b = e.appendRef(append(b, keyType), s.Type)
+		pairs++
+	}
+	if s.Recs != 0 {
+		b = appendInt(append(b, keyRecs), s.Recs)
+		pairs++
+	}
+	if s.Calls != 0 {
+		b = appendInt(append(b, keyCalls), s.Calls)
+		pairs++
+	}
+	if s.Errors != 0 {
+		b = appendInt(append(b, keyErrors), s.Errors)
+		pairs++
+	}
+	var flags uint64
+	if s.Error {
+		flags |= flagError
+	}
+	if r != nil && r.Open {
+		flags |= flagOpen
+	}
+	if flags != 0 {
+		b = append(b, keyFlags, byte(flags))
+		pairs++
+	}
+	if s.StartNS != 0 {
+		b = appendInt(append(b, keyStart), s.StartNS)
+		pairs++
+	}
+	if r != nil {
+		b = e.appendRef(append(b, keyMethod), r.Method)
+		pairs++
+	}
+	if s.ParentID != 0 {
+		b = appendHead(append(b, keyParent), majorUint, uint64(s.ParentID))
+		pairs++
+	}
+	if s.SpanID != 0 {
+		b = appendHead(append(b, keySpan), majorUint, uint64(s.SpanID))
+		pairs++
+	}
+	if s.Source != "" {
+		b = e.appendRef(append(b, keySource), s.Source)
+		pairs++
+	}
+	if r != nil {
+		if r.StartNS != 0 {
+			b = appendInt(append(b, keyRootStart), r.StartNS)
+			pairs++
+		}
+		if r.DurationNS != s.DurationNS {
+			b = appendInt(append(b, keyRootDuration), r.DurationNS)
+			pairs++
+		}
+		if r.Calls != s.Calls {
+			b = appendInt(append(b, keyRootCalls), r.Calls)
+			pairs++
+		}
+		if r.Errors != s.Errors {
+			b = appendInt(append(b, keyRootErrors), r.Errors)
+			pairs++
+		}
+	}
+	b[mapAt] = majorMap | byte(pairs)
+
+	if len(s.Attrs) > 0 {
+		b = e.appendAttrs(b, tagSpanAttrs, s.Attrs)
+	}
+	if r != nil {
+		b = e.appendRecordTail(b, r, 1)
+	}
+	return b
+}
+
+// appendRecordTail appends the elements that follow a record's info map:
+// record attributes, exception, child records.
+func (e *chunkEncoder) appendRecordTail(b []byte, r *Record, depth int) []byte {
+	if len(r.Attrs) > 0 {
+		b = e.appendAttrs(b, tagRecordAttrs, r.Attrs)
+	}
+	if r.Exception != nil {
+		b = e.appendException(b, r.Exception)
+	}
+	for _, c := range r.Children {
+		if e.err != nil {
+			return b
+		}
+		b = e.appendChild(b, c, depth+1)
+	}
+	return b
+}
+
+func (e *chunkEncoder) appendChild(b []byte, r *Record, depth int) []byte {
+	if r == nil {
+		e.fail("nil child record at depth %d", depth)
+		return b
+	}
+	if depth > MaxDepth {
+		e.fail("record tree deeper than %d", MaxDepth)
+		return b
+	}
+	e.countRecord()
+	elems := 1 + len(r.Children)
+	if len(r.Attrs) > 0 {
+		elems++
+	}
+	if r.Exception != nil {
+		elems++
+	}
+	b = append(b, majorTag|tagRecord)
+	b = appendHead(b, majorArray, uint64(elems))
+	b = append(b, majorTag|tagInfo, 0)
+	mapAt := len(b) - 1
+	pairs := 1 // METHOD
+	if r.DurationNS != 0 {
+		b = appendInt(append(b, keyDuration), r.DurationNS)
+		pairs++
+	}
+	if r.Calls != 0 {
+		b = appendInt(append(b, keyCalls), r.Calls)
+		pairs++
+	}
+	if r.Errors != 0 {
+		b = appendInt(append(b, keyErrors), r.Errors)
+		pairs++
+	}
+	if r.Open {
+		b = append(b, keyFlags, flagOpen)
+		pairs++
+	}
+	if r.StartNS != 0 {
+		b = appendInt(append(b, keyStart), r.StartNS)
+		pairs++
+	}
+	b = e.appendRef(append(b, keyMethod), r.Method)
+	b[mapAt] = majorMap | byte(pairs)
+	return e.appendRecordTail(b, r, depth)
+}
+
+func (e *chunkEncoder) appendAttrs(b []byte, tag byte, a Attrs) []byte {
+	b = append(b, majorTag|tag)
+	return e.appendAttrMap(b, a, 1)
+}
+
+// appendAttrMap appends a CBOR map of string ref → value; depth is the
+// nesting depth of its values (1 for an attribute's own value).
+func (e *chunkEncoder) appendAttrMap(b []byte, a Attrs, depth int) []byte {
+	b = appendHead(b, majorMap, uint64(len(a)))
+	for i := range a {
+		if i > 0 && a[i-1].Key >= a[i].Key {
+			e.fail("attributes not sorted/unique at %q", truncateForError(a[i].Key))
+			return b
+		}
+		b = e.appendRef(b, a[i].Key)
+		b = e.appendValue(b, &a[i].Value, depth)
+	}
+	return b
+}
+
+func (e *chunkEncoder) appendValue(b []byte, v *Value, depth int) []byte {
+	if depth > MaxValueDepth {
+		e.fail("value nested deeper than %d", MaxValueDepth)
+		return b
+	}
+	switch v.Kind {
+	case KindNull:
+		return append(b, majorSimple|22)
+	case KindString:
+		return e.appendRef(b, v.Str)
+	case KindInt:
+		return appendInt(b, v.Int)
+	case KindFloat:
+		return appendFloat(b, v.Float)
+	case KindBool:
+		if v.Bool {
+			return append(b, majorSimple|21)
+		}
+		return append(b, majorSimple|20)
+	case KindList:
+		b = appendHead(b, majorArray, uint64(len(v.List)))
+		for i := range v.List {
+			if e.err != nil {
+				return b
+			}
+			b = e.appendValue(b, &v.List[i], depth+1)
+		}
+		return b
+	case KindMap:
+		return e.appendAttrMap(b, v.Map, depth+1)
+	}
+	e.fail("unknown value kind %d", v.Kind)
+	return b
+}
+
+// appendException appends x and its cause chain: each exception's last
+// element is its cause (another tagged exception) or null.
+func (e *chunkEncoder) appendException(b []byte, x *Exception) []byte {
+	for n := 1; x != nil; n++ {
+		if n > MaxDepth {
+			e.fail("exception cause chain longer than %d", MaxDepth)
+			return b
+		}
+		b = append(b, majorTag|24, tagException, majorArray|4)
+		b = e.appendRef(b, x.Class)
+		b = e.appendRef(b, x.Message)
+		b = appendHead(b, majorArray, uint64(len(x.Stack)))
+		for i := range x.Stack {
+			f := &x.Stack[i]
+			b = append(b, majorArray|4)
+			b = e.appendRef(b, f.Class)
+			b = e.appendRef(b, f.Method)
+			b = e.appendRef(b, f.File)
+			b = appendInt(b, f.Line)
+		}
+		x = x.Cause
+	}
+	return append(b, majorSimple|22)
+}
+
+// appendHead appends a CBOR initial byte of the given major type with the
+// shortest argument encoding of n.
+func appendHead(b []byte, major byte, n uint64) []byte {
+	switch {
+	case n < 24:
+		return append(b, major|byte(n))
+	case n <= math.MaxUint8:
+		return append(b, major|24, byte(n))
+	case n <= math.MaxUint16:
+		return append(b, major|25, byte(n>>8), byte(n))
+	case n <= math.MaxUint32:
+		return append(b, major|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return binary.BigEndian.AppendUint64(append(b, major|27), n)
+}
+
+func appendInt(b []byte, v int64) []byte {
+	if v >= 0 {
+		return appendHead(b, majorUint, uint64(v))
+	}
+	return appendHead(b, majorNegInt, uint64(-1-v))
+}
+
+// appendFloat appends f as the shortest CBOR float (16, 32 or 64 bits) that
+// holds it exactly. Every NaN is written as the canonical half-precision
+// quiet NaN 0xf97e00.
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) {
+		return append(b, majorSimple|25, 0x7e, 0x00)
+	}
+	f32 := float32(f)
+	if float64(f32) != f {
+		return binary.BigEndian.AppendUint64(append(b, majorSimple|27), math.Float64bits(f))
+	}
+	if h, ok := float32ToHalf(f32); ok {
+		return append(b, majorSimple|25, byte(h>>8), byte(h))
+	}
+	return binary.BigEndian.AppendUint32(append(b, majorSimple|26), math.Float32bits(f32))
+}
+
+// float32ToHalf returns the IEEE 754 half-precision bits of f when f is
+// exactly representable in half precision (f must not be NaN).
+func float32ToHalf(f float32) (uint16, bool) {
+	u := math.Float32bits(f)
+	sign := uint16(u>>16) & 0x8000
+	exp := int(u>>23) & 0xff
+	mant := u & 0x7fffff
+	switch exp {
+	case 0xff: // infinity (NaN is handled by the caller)
+		return sign | 0x7c00, mant == 0
+	case 0: // zero, or a float32 subnormal (far below half's range)
+		return sign, mant == 0
+	}
+	e := exp - 127
+	switch {
+	case e >= -14 && e <= 15: // half normal: 10 mantissa bits
+		if mant&0x1fff != 0 {
+			return 0, false
+		}
+		return sign | uint16(e+15)<<10 | uint16(mant>>13), true
+	case e >= -24 && e < -14: // half subnormal: value = m × 2^-24
+		full := mant | 1<<23
+		shift := uint(-(e + 1)) // 14..23
+		if full&(1<<shift-1) != 0 {
+			return 0, false
+		}
+		return sign | uint16(full>>shift), true
+	}
+	return 0, false
+}
+
+// halfToFloat64 converts IEEE 754 half-precision bits to float64.
+func halfToFloat64(h uint16) float64 {
+	exp := int(h>>10) & 0x1f
+	mant := float64(h & 0x3ff)
+	var f float64
+	switch exp {
+	case 0:
+		f = math.Ldexp(mant, -24)
+	case 0x1f:
+		if mant != 0 {
+			return math.NaN()
+		}
+		f = math.Inf(1)
+	default:
+		f = math.Ldexp(mant+1024, exp-25)
+	}
+	if h&0x8000 != 0 {
+		f = -f
+	}
+	return f
+}
+
+// floorMillis converts ns since the epoch to whole ms, rounding down.
+func floorMillis(ns int64) int64 {
+	ms := ns / 1e6
+	if ns%1e6 < 0 {
+		ms--
+	}
+	return ms
+}
+
+func truncateForError(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// ---------------------------------------------------------------------------
+// Decoding
+
+// DecodeChunk decodes a whole chunk payload. Every allocation is bounded by
+// lim (zero fields mean DefaultLimits) and by the payload size; any
+// malformed, truncated or over-limit input yields a *CorruptPayloadError.
+// The decoded strings share one copy of the chunk's string table.
+func DecodeChunk(payload []byte, lim Limits) ([]*Span, error) {
+	d := chunkDecoder{p: payload, lim: lim.withDefaults()}
+	n, err := d.prologue()
+	if err != nil {
+		return nil, err
+	}
+	spans := make([]*Span, n)
+	for i := range spans {
+		if spans[i], err = d.span(); err != nil {
+			return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
+		}
+	}
+	if d.off != len(d.p) {
+		return nil, d.corrupt(d.off, "%d bytes after the span list", len(d.p)-d.off)
+	}
+	return spans, nil
+}
+
+// DecodeChunkSummaries decodes every span of a chunk without its record
+// tree: all span-level fields and Attrs are set, Root is nil (the trees are
+// checked for well-formedness and skipped). It is what rebuilding the
+// indexes needs, several times faster than DecodeChunk. Summaries must not
+// be stored back: they have lost their records.
+func DecodeChunkSummaries(payload []byte, lim Limits) ([]*Span, error) {
+	d := chunkDecoder{p: payload, lim: lim.withDefaults(), lazy: true, summary: true}
+	n, err := d.prologue()
+	if err != nil {
+		return nil, err
+	}
+	spans := make([]*Span, n)
+	for i := range spans {
+		if spans[i], err = d.span(); err != nil {
+			return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
+		}
+	}
+	if d.off != len(d.p) {
+		return nil, d.corrupt(d.off, "%d bytes after the span list", len(d.p)-d.off)
+	}
+	return spans, nil
+}
+
+// ChunkStrings returns the chunk's string table: every distinct string its
+// spans use (methods, types, sources, attribute keys and string values,
+// exception texts), in first-use order. It reads nothing past the table.
+func ChunkStrings(payload []byte, lim Limits) ([]string, error) {
+	d := chunkDecoder{p: payload, lim: lim.withDefaults()}
+	if _, err := d.prologue(); err != nil {
+		return nil, err
+	}
+	return d.strs, nil
+}
+
+// DecodeChunkSpan decodes only the span at index i of the chunk's span list,
+// skipping the others without building them. An index outside the list
+// yields an error wrapping ErrNoSuchSpan.
+func DecodeChunkSpan(payload []byte, i int, lim Limits) (*Span, error) {
+	spans, err := DecodeChunkSpans(payload, []int{i}, lim)
+	if err != nil {
+		return nil, err
+	}
+	return spans[0], nil
+}
+
+// DecodeChunkSpans decodes the spans at the given indexes of the chunk's
+// span list in one pass (for reading several spans of one trace), skipping
+// the others without building them; the result is in the order of idx,
+// which may hold repeats. Only the strings these spans use are copied out of
+// the payload. An index outside the list yields an error wrapping
+// ErrNoSuchSpan.
+func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
+	d := chunkDecoder{p: payload, lim: lim.withDefaults(), lazy: true}
+	n, err := d.prologue()
+	if err != nil {
+		return nil, err
+	}
+	last := -1
+	for _, i := range idx {
+		if i < 0 || i >= n {
+			return nil, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, n)
+		}
+		last = max(last, i)
+	}
+	want := make(map[int]*Span, len(idx))
+	for _, i := range idx {
+		want[i] = nil
+	}
+	for j := 0; j <= last; j++ {
+		if _, ok := want[j]; !ok {
+			if err := d.skip(); err != nil {
+				return nil, fmt.Errorf("chunk payload span %d: %w", j, err)
+			}
+			continue
+		}
+		s, err := d.span()
+		if err != nil {
+			return nil, fmt.Errorf("chunk payload span %d: %w", j, err)
+		}
+		want[j] = s
+	}
+	out := make([]*Span, len(idx))
+	for k, i := range idx {
+		out[k] = want[i]
+	}
+	return out, nil
+}
+
+type chunkDecoder struct {
+	p   []byte
+	off int
+	lim Limits
+	// strs is the string table. Eagerly, every entry is a substring of one
+	// copy of the table region; lazily, entries are copied and checked on
+	// first use from their location in ents ("" until then).
+	strs    []string
+	lazy    bool
+	ents    []tableEntry
+	summary bool // skip record trees (DecodeChunkSummaries)
+	records int
+	slab    []Record // records are carved from slabs to save allocations
+}
+
+// maxPrealloc bounds the elements a decoder allocates for a list or map
+// before decoding them.
+const maxPrealloc = 64
+
+// tableEntry locates one string of the table in the payload.
+type tableEntry struct{ head, off, n int32 }
+
+func (d *chunkDecoder) corrupt(off int, format string, args ...any) error {
+	return &CorruptPayloadError{Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (d *chunkDecoder) remaining() int { return len(d.p) - d.off }
+
+// head reads one CBOR initial byte and its argument. Indefinite lengths and
+// reserved additional information are rejected: the format uses neither.
+func (d *chunkDecoder) head() (major, ai byte, arg uint64, err error) {
+	p, off := d.p, d.off
+	if off >= len(p) {
+		return 0, 0, 0, d.corrupt(off, "unexpected end of payload")
+	}
+	ib := p[off]
+	major, ai = ib&0xe0, ib&0x1f
+	left := len(p) - off - 1
+	switch {
+	case ai < 24:
+		d.off = off + 1
+		return major, ai, uint64(ai), nil
+	case ai == 24 && left >= 1:
+		d.off = off + 2
+		return major, ai, uint64(p[off+1]), nil
+	case ai == 25 && left >= 2:
+		d.off = off + 3
+		return major, ai, uint64(binary.BigEndian.Uint16(p[off+1:])), nil
+	case ai == 26 && left >= 4:
+		d.off = off + 5
+		return major, ai, uint64(binary.BigEndian.Uint32(p[off+1:])), nil
+	case ai == 27 && left >= 8:
+		d.off = off + 9
+		return major, ai, binary.BigEndian.Uint64(p[off+1:]), nil
+	case ai <= 27:
+		return 0, 0, 0, d.corrupt(off, "initial byte 0x%02x: truncated argument", ib)
+	}
+	return 0, 0, 0, d.corrupt(off, "initial byte 0x%02x: indefinite length or reserved value not allowed", ib)
+}
+
+// expectTag reads a tag head and checks its number.
+func (d *chunkDecoder) expectTag(tag uint64, what string) error {
+	at := d.off
+	major, _, arg, err := d.head()
+	if err != nil {
+		return err
+	}
+	if major != majorTag || arg != tag {
+		return d.corrupt(at, "%s: want tag %d, got %s", what, tag, describeHead(major, arg))
+	}
+	return nil
+}
+
+// length reads an array (or map) head and bounds its length by the bytes
+// left, at minBytes per element.
+func (d *chunkDecoder) length(want byte, minBytes int, what string) (int, error) {
+	at := d.off
+	major, _, arg, err := d.head()
+	if err != nil {
+		return 0, err
+	}
+	if major != want {
+		return 0, d.corrupt(at, "%s: want %s, got %s", what, majorName(want), describeHead(major, arg))
+	}
+	if arg > uint64(d.remaining()/minBytes) {
+		return 0, d.corrupt(at, "%s: %d elements cannot fit in the %d bytes left", what, arg, d.remaining())
+	}
+	return int(arg), nil
+}
+
+func (d *chunkDecoder) int64Value(what string) (int64, error) {
+	at := d.off
+	major, _, arg, err := d.head()
+	if err != nil {
+		return 0, err
+	}
+	switch major {
+	case majorUint:
+		if arg > math.MaxInt64 {
+			return 0, d.corrupt(at, "%s: integer %d overflows int64", what, arg)
+		}
+		return int64(arg), nil
+	case majorNegInt:
+		if arg > math.MaxInt64 {
+			return 0, d.corrupt(at, "%s: integer -1-%d overflows int64", what, arg)
+		}
+		return -1 - int64(arg), nil
+	}
+	return 0, d.corrupt(at, "%s: want an integer, got %s", what, describeHead(major, arg))
+}
+
+func (d *chunkDecoder) uintValue(what string) (uint64, error) {
+	at := d.off
+	major, _, arg, err := d.head()
+	if err != nil {
+		return 0, err
+	}
+	if major != majorUint {
+		return 0, d.corrupt(at, "%s: want an unsigned integer, got %s", what, describeHead(major, arg))
+	}
+	return arg, nil
+}
+
+// ref reads a string ref and resolves it in the string table.
+func (d *chunkDecoder) ref(what string) (string, error) {
+	p, at := d.p, d.off
+	if at+1 < len(p) && p[at] == majorTag|tagStringRef && p[at+1] < 24 { // fast path
+		if id := int(p[at+1]); id < len(d.strs) {
+			d.off = at + 2
+			if s := d.strs[id]; s != "" || !d.lazy {
+				return s, nil
+			}
+			return d.resolve(id)
+		}
+	}
+	if err := d.expectTag(tagStringRef, what); err != nil {
+		return "", err
+	}
+	id, err := d.uintValue(what)
+	if err != nil {
+		return "", err
+	}
+	if id >= uint64(len(d.strs)) {
+		return "", d.corrupt(at, "%s: string ref %d outside the string table of %d entries", what, id, len(d.strs))
+	}
+	if s := d.strs[id]; s != "" || !d.lazy {
+		return s, nil
+	}
+	return d.resolve(int(id))
+}
+
+// resolve copies out and checks table entry id (lazy mode).
+func (d *chunkDecoder) resolve(id int) (string, error) {
+	e := d.ents[id]
+	if e.n == 0 {
+		return "", nil
+	}
+	b := d.p[e.off : e.off+e.n]
+	if !utf8.Valid(b) {
+		return "", d.corrupt(int(e.head), "string table entry %d: not valid UTF-8", id)
+	}
+	d.strs[id] = string(b)
+	return d.strs[id], nil
+}
+
+// prologue reads the outer array, the string table and the span list head,
+// returning the number of spans.
+func (d *chunkDecoder) prologue() (int, error) {
+	if len(d.p) == 0 {
+		return 0, d.corrupt(0, "empty payload")
+	}
+	if len(d.p) > math.MaxInt32 { // table entries hold int32 offsets
+		return 0, d.corrupt(0, "payload of %d bytes, more than 2 GiB", len(d.p))
+	}
+	if d.p[0] != majorArray|2 {
+		return 0, d.corrupt(0, "payload: initial byte 0x%02x, want 0x82 (array of 2)", d.p[0])
+	}
+	d.off = 1
+	if err := d.expectTag(tagStringTable, "string table"); err != nil {
+		return 0, err
+	}
+	at := d.off
+	n, err := d.length(majorArray, 1, "string table")
+	if err != nil {
+		return 0, err
+	}
+	if n > d.lim.MaxStrings {
+		return 0, d.corrupt(at, "string table: %d entries, more than the limit %d", n, d.lim.MaxStrings)
+	}
+	start := d.off
+	d.ents = make([]tableEntry, n)
+	for i := range d.ents {
+		at := d.off
+		major, _, arg, err := d.head()
+		if err != nil {
+			return 0, err
+		}
+		if major != majorText {
+			return 0, d.corrupt(at, "string table entry %d: want a text string, got %s", i, describeHead(major, arg))
+		}
+		if arg > uint64(d.lim.MaxStringLen) {
+			return 0, d.corrupt(at, "string table entry %d: %d bytes, more than the limit %d", i, arg, d.lim.MaxStringLen)
+		}
+		if arg > uint64(d.remaining()) {
+			return 0, d.corrupt(at, "string table entry %d: %d bytes but only %d left", i, arg, d.remaining())
+		}
+		if !d.lazy && !utf8.Valid(d.p[d.off:d.off+int(arg)]) {
+			return 0, d.corrupt(at, "string table entry %d: not valid UTF-8", i)
+		}
+		d.ents[i] = tableEntry{int32(at), int32(d.off), int32(arg)}
+		d.off += int(arg)
+	}
+	d.strs = make([]string, n)
+	if !d.lazy {
+		// One copy of the table region backs every string of the chunk.
+		region := string(d.p[start:d.off])
+		for i, e := range d.ents {
+			d.strs[i] = region[int(e.off)-start : int(e.off+e.n)-start]
+		}
+		d.ents = nil
+	}
+	at = d.off
+	n, err = d.length(majorArray, 1, "span list")
+	if err != nil {
+		return 0, err
+	}
+	if n > d.lim.MaxSpans {
+		return 0, d.corrupt(at, "span list: %d spans, more than the limit %d", n, d.lim.MaxSpans)
+	}
+	return n, nil
+}
+
+// peekByte reports whether the next byte is b.
+func (d *chunkDecoder) peekByte(b byte) bool {
+	return d.off < len(d.p) && d.p[d.off] == b
+}
+
+// skip skips one well-formed data item without building it, iteratively.
+func (d *chunkDecoder) skip() error {
+	p := d.p
+	pending := 1
+	for pending > 0 {
+		pending--
+		at := d.off
+		if at >= len(p) {
+			return d.corrupt(at, "unexpected end of payload")
+		}
+		ib := p[at]
+		arg := uint64(ib & 0x1f)
+		if arg < 24 { // fast path: argument in the initial byte
+			d.off = at + 1
+		} else {
+			var err error
+			if _, _, arg, err = d.head(); err != nil {
+				return err
+			}
+		}
+		left := uint64(len(p) - d.off)
+		switch ib & 0xe0 {
+		case majorBytes, majorText:
+			if arg > left {
+				return d.corrupt(at, "string of %d bytes but only %d left", arg, left)
+			}
+			d.off += int(arg)
+		case majorArray:
+			if arg > left {
+				return d.corrupt(at, "array of %d elements cannot fit in the %d bytes left", arg, left)
+			}
+			pending += int(arg)
+		case majorMap:
+			if arg > left/2 {
+				return d.corrupt(at, "map of %d pairs cannot fit in the %d bytes left", arg, left)
+			}
+			pending += 2 * int(arg)
+		case majorTag:
+			pending++
+		}
+		if pending > len(p)-d.off {
+			return d.corrupt(at, "%d items cannot fit in the %d bytes left", pending, len(p)-d.off)
+		}
+	}
+	return nil
+}
+
+func (d *chunkDecoder) newRecord(at int) (*Record, error) {
+	d.records++
+	if d.records > d.lim.MaxRecords {
+		return nil, d.corrupt(at, "more than %d records", d.lim.MaxRecords)
+	}
+	if len(d.slab) == 0 {
+		n := min(256, d.remaining()/4+1)
+		d.slab = make([]Record, n)
+	}
+	r := &d.slab[0]
+	d.slab = d.slab[1:]
+	return r, nil
+}
+
+// span decodes one span record.
+func (d *chunkDecoder) span() (*Span, error) {
+	start := d.off
+	if err := d.expectTag(tagRecord, "span record"); err != nil {
+		return nil, err
+	}
+	elems, err := d.length(majorArray, 1, "span record")
+	if err != nil {
+		return nil, err
+	}
+	if elems < 1 {
+		return nil, d.corrupt(start, "span record: empty, want an info map first")
+	}
+	if err := d.expectTag(tagInfo, "span info map"); err != nil {
+		return nil, err
+	}
+	mapAt := d.off
+	pairs, err := d.length(majorMap, 2, "span info map")
+	if err != nil {
+		return nil, err
+	}
+	s := &Span{}
+	var (
+		root                     Record
+		hasTraceID, hasRoot      bool
+		tstampMS                 int64
+		hasTstamp                bool
+		flags                    uint64
+		hasRootDur, hasRootCalls bool
+		hasRootErrors            bool
+		rootKeyAt                = -1
+	)
+	last := -1
+	for range pairs {
+		keyAt := d.off
+		key, err := d.uintValue("span info key")
+		if err != nil {
+			return nil, err
+		}
+		if key > 0xff || int(key) <= last {
+			return nil, d.corrupt(keyAt, "span info key 0x%02x out of order, repeated or unknown", key)
+		}
+		last = int(key)
+		switch key {
+		case keyTraceID:
+			at := d.off
+			major, _, arg, err := d.head()
+			if err != nil {
+				return nil, err
+			}
+			if major != majorBytes || arg != 16 || d.remaining() < 16 {
+				return nil, d.corrupt(at, "TRACE_ID: want a 16-byte string, got %s", describeHead(major, arg))
+			}
+			copy(s.TraceID[:], d.p[d.off:])
+			d.off += 16
+			hasTraceID = true
+		case keyChunkNum:
+			at := d.off
+			v, err := d.uintValue("CH_NUM")
+			if err != nil {
+				return nil, err
+			}
+			if v > math.MaxUint32 {
+				return nil, d.corrupt(at, "CH_NUM %d overflows uint32", v)
+			}
+			s.ChunkNum = uint32(v)
+		case keyTimestampMS:
+			tstampMS, err = d.int64Value("TSTAMP")
+			hasTstamp = true
+		case keyDuration:
+			s.DurationNS, err = d.int64Value("DURATION")
+		case keyType:
+			s.Type, err = d.ref("TYPE")
+		case keyRecs:
+			s.Recs, err = d.int64Value("RECS")
+		case keyCalls:
+			s.Calls, err = d.int64Value("CALLS")
+		case keyErrors:
+			s.Errors, err = d.int64Value("ERRORS")
+		case keyFlags:
+			at := d.off
+			flags, err = d.uintValue("FLAGS")
+			if err == nil && flags&^(flagError|flagOpen) != 0 {
+				return nil, d.corrupt(at, "FLAGS 0x%x: unknown bits", flags)
+			}
+		case keyStart:
+			s.StartNS, err = d.int64Value("TSTART")
+		case keyMethod:
+			root.Method, err = d.ref("METHOD")
+			hasRoot = true
+		case keyParent:
+			var v uint64
+			v, err = d.uintValue("PARENT")
+			s.ParentID = SpanID(v)
+		case keySpan:
+			var v uint64
+			v, err = d.uintValue("SPAN")
+			s.SpanID = SpanID(v)
+		case keySource:
+			s.Source, err = d.ref("SOURCE")
+		case keyRootStart:
+			root.StartNS, err = d.int64Value("ROOT_TSTART")
+			rootKeyAt = keyAt
+		case keyRootDuration:
+			root.DurationNS, err = d.int64Value("ROOT_DURATION")
+			hasRootDur, rootKeyAt = true, keyAt
+		case keyRootCalls:
+			root.Calls, err = d.int64Value("ROOT_CALLS")
+			hasRootCalls, rootKeyAt = true, keyAt
+		case keyRootErrors:
+			root.Errors, err = d.int64Value("ROOT_ERRORS")
+			hasRootErrors, rootKeyAt = true, keyAt
+		default:
+			return nil, d.corrupt(keyAt, "unknown span info key 0x%02x", key)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !hasTraceID {
+		return nil, d.corrupt(mapAt, "span info map without TRACE_ID")
+	}
+	if want := floorMillis(s.StartNS); want != tstampMS && (hasTstamp || want != 0) {
+		return nil, d.corrupt(mapAt, "TSTAMP %d ms disagrees with TSTART %d ns", tstampMS, s.StartNS)
+	}
+	s.Error = flags&flagError != 0
+	if !hasRoot {
+		if rootKeyAt >= 0 {
+			return nil, d.corrupt(rootKeyAt, "root record key in a span without METHOD (no root record)")
+		}
+		if flags&flagOpen != 0 {
+			return nil, d.corrupt(mapAt, "FLAGS Open set in a span without METHOD (no root record)")
+		}
+		if err := d.recordTail(elems-1, s, nil, 1); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if !hasRootDur {
+		root.DurationNS = s.DurationNS
+	}
+	if !hasRootCalls {
+		root.Calls = s.Calls
+	}
+	if !hasRootErrors {
+		root.Errors = s.Errors
+	}
+	root.Open = flags&flagOpen != 0
+	if d.summary {
+		return s, d.recordTail(elems-1, s, &root, 1)
+	}
+	r, err := d.newRecord(start)
+	if err != nil {
+		return nil, err
+	}
+	*r = root
+	s.Root = r
+	if err := d.recordTail(elems-1, s, r, 1); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// recordTail decodes the n elements after a record's info map, in this
+// order: span attributes (span record only), record attributes, exception,
+// child records. r is nil for a span without a root record.
+func (d *chunkDecoder) recordTail(n int, s *Span, r *Record, depth int) error {
+	stage := 0
+	for j := 0; j < n; j++ {
+		at := d.off
+		major, _, tag, err := d.head()
+		if err != nil {
+			return err
+		}
+		if major != majorTag {
+			return d.corrupt(at, "record element: want a tag, got %s", describeHead(major, tag))
+		}
+		switch {
+		case tag == tagSpanAttrs && s != nil && stage < 1:
+			stage = 1
+			s.Attrs, err = d.attrMap(1)
+		case d.summary && r != nil && tag == tagRecordAttrs && stage < 2:
+			stage = 2
+			err = d.skip()
+		case d.summary && r != nil && (tag == tagException && stage < 3 || tag == tagRecord):
+			stage = 3
+			err = d.skip()
+		case tag == tagRecordAttrs && r != nil && stage < 2:
+			stage = 2
+			r.Attrs, err = d.attrMap(1)
+		case tag == tagException && r != nil && stage < 3:
+			stage = 3
+			r.Exception, err = d.exception()
+		case tag == tagRecord && r != nil:
+			stage = 3
+			if r.Children == nil {
+				r.Children = make([]*Record, 0, n-j)
+			}
+			var c *Record
+			c, err = d.record(at, depth+1)
+			if err == nil {
+				r.Children = append(r.Children, c)
+			}
+		default:
+			return d.corrupt(at, "record element: tag %d not allowed here", tag)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record decodes a child record whose tag 8 (at offset at) was just read.
+func (d *chunkDecoder) record(at int, depth int) (*Record, error) {
+	if depth > d.lim.MaxDepth {
+		return nil, d.corrupt(at, "record nesting deeper than %d", d.lim.MaxDepth)
+	}
+	r, err := d.newRecord(at)
+	if err != nil {
+		return nil, err
+	}
+	elems, err := d.length(majorArray, 1, "record")
+	if err != nil {
+		return nil, err
+	}
+	if elems < 1 {
+		return nil, d.corrupt(at, "record: empty, want an info map first")
+	}
+	if err := d.expectTag(tagInfo, "record info map"); err != nil {
+		return nil, err
+	}
+	mapAt := d.off
+	pairs, err := d.length(majorMap, 2, "record info map")
+	if err != nil {
+		return nil, err
+	}
+	hasMethod := false
+	last := -1
+	for range pairs {
+		keyAt := d.off
+		var key uint64
+		if keyAt < len(d.p) && d.p[keyAt] < 24 { // fast path: one-byte key
+			key = uint64(d.p[keyAt])
+			d.off++
+		} else if key, err = d.uintValue("record info key"); err != nil {
+			return nil, err
+		}
+		if key > 0xff || int(key) <= last {
+			return nil, d.corrupt(keyAt, "record info key 0x%02x out of order, repeated or unknown", key)
+		}
+		last = int(key)
+		switch key {
+		case keyDuration:
+			r.DurationNS, err = d.int64Value("DURATION")
+		case keyCalls:
+			r.Calls, err = d.int64Value("CALLS")
+		case keyErrors:
+			r.Errors, err = d.int64Value("ERRORS")
+		case keyFlags:
+			var flags uint64
+			flagsAt := d.off
+			flags, err = d.uintValue("FLAGS")
+			if err == nil && flags&^flagOpen != 0 {
+				return nil, d.corrupt(flagsAt, "record FLAGS 0x%x: unknown bits", flags)
+			}
+			r.Open = flags&flagOpen != 0
+		case keyStart:
+			r.StartNS, err = d.int64Value("TSTART")
+		case keyMethod:
+			r.Method, err = d.ref("METHOD")
+			hasMethod = true
+		default:
+			return nil, d.corrupt(keyAt, "info key 0x%02x not allowed in a child record", key)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !hasMethod {
+		return nil, d.corrupt(mapAt, "child record without METHOD")
+	}
+	if err := d.recordTail(elems-1, nil, r, depth); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// attrMap decodes a map of string ref → value; depth is its values' depth.
+func (d *chunkDecoder) attrMap(depth int) (Attrs, error) {
+	n, err := d.length(majorMap, 3, "attributes")
+	if err != nil {
+		return nil, err
+	}
+	// Capacity grows with what is actually decoded, so a hostile length
+	// cannot make every nesting level allocate for the whole payload.
+	a := make(Attrs, 0, min(n, maxPrealloc))
+	for i := range n {
+		at := d.off
+		key, err := d.ref("attribute key")
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && a[i-1].Key >= key {
+			return nil, d.corrupt(at, "attribute key %q not sorted/unique", truncateForError(key))
+		}
+		a = append(a, Attr{Key: key})
+		if err := d.value(&a[i].Value, depth); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (d *chunkDecoder) value(v *Value, depth int) error {
+	at := d.off
+	if depth > MaxValueDepth {
+		return d.corrupt(at, "value nested deeper than %d", MaxValueDepth)
+	}
+	major, ai, arg, err := d.head()
+	if err != nil {
+		return err
+	}
+	switch major {
+	case majorUint:
+		if arg > math.MaxInt64 {
+			return d.corrupt(at, "integer %d overflows int64", arg)
+		}
+		*v = Value{Kind: KindInt, Int: int64(arg)}
+	case majorNegInt:
+		if arg > math.MaxInt64 {
+			return d.corrupt(at, "integer -1-%d overflows int64", arg)
+		}
+		*v = Value{Kind: KindInt, Int: -1 - int64(arg)}
+	case majorTag:
+		if arg != tagStringRef {
+			return d.corrupt(at, "value: tag %d, want a string ref (tag 6)", arg)
+		}
+		d.off = at
+		s, err := d.ref("value")
+		if err != nil {
+			return err
+		}
+		*v = Value{Kind: KindString, Str: s}
+	case majorArray:
+		if arg > uint64(d.remaining()) {
+			return d.corrupt(at, "list of %d elements cannot fit in the %d bytes left", arg, d.remaining())
+		}
+		list := make([]Value, 0, min(int(arg), maxPrealloc))
+		for i := range int(arg) {
+			list = append(list, Value{})
+			if err := d.value(&list[i], depth+1); err != nil {
+				return err
+			}
+		}
+		*v = Value{Kind: KindList, List: list}
+	case majorMap:
+		d.off = at
+		m, err := d.attrMap(depth + 1)
+		if err != nil {
+			return err
+		}
+		*v = Value{Kind: KindMap, Map: m}
+	case majorSimple:
+		switch ai {
+		case 20, 21:
+			*v = Value{Kind: KindBool, Bool: ai == 21}
+		case 22:
+			*v = Value{}
+		case 25:
+			*v = Value{Kind: KindFloat, Float: halfToFloat64(uint16(arg))}
+		case 26:
+			*v = Value{Kind: KindFloat, Float: float64(math.Float32frombits(uint32(arg)))}
+		case 27:
+			*v = Value{Kind: KindFloat, Float: math.Float64frombits(arg)}
+		default:
+			return d.corrupt(at, "value: simple value %d not allowed", arg)
+		}
+	default:
+		return d.corrupt(at, "value: %s not allowed (strings must be refs)", describeHead(major, arg))
+	}
+	return nil
+}
+
+// exception decodes an exception whose tag 34 was just read, with its cause
+// chain, iteratively.
+func (d *chunkDecoder) exception() (*Exception, error) {
+	var first, prev *Exception
+	for n := 1; ; n++ {
+		at := d.off
+		if n > d.lim.MaxDepth {
+			return nil, d.corrupt(at, "exception cause chain longer than %d", d.lim.MaxDepth)
+		}
+		elems, err := d.length(majorArray, 1, "exception")
+		if err != nil {
+			return nil, err
+		}
+		if elems != 4 {
+			return nil, d.corrupt(at, "exception: %d elements, want 4", elems)
+		}
+		x := &Exception{}
+		if x.Class, err = d.ref("exception class"); err != nil {
+			return nil, err
+		}
+		if x.Message, err = d.ref("exception message"); err != nil {
+			return nil, err
+		}
+		frames, err := d.length(majorArray, 8, "exception stack")
+		if err != nil {
+			return nil, err
+		}
+		if frames > 0 {
+			x.Stack = make([]StackFrame, frames)
+		}
+		for i := range x.Stack {
+			f := &x.Stack[i]
+			fat := d.off
+			k, err := d.length(majorArray, 1, "stack frame")
+			if err != nil {
+				return nil, err
+			}
+			if k != 4 {
+				return nil, d.corrupt(fat, "stack frame: %d elements, want 4", k)
+			}
+			if f.Class, err = d.ref("stack frame class"); err != nil {
+				return nil, err
+			}
+			if f.Method, err = d.ref("stack frame method"); err != nil {
+				return nil, err
+			}
+			if f.File, err = d.ref("stack frame file"); err != nil {
+				return nil, err
+			}
+			if f.Line, err = d.int64Value("stack frame line"); err != nil {
+				return nil, err
+			}
+		}
+		if prev == nil {
+			first = x
+		} else {
+			prev.Cause = x
+		}
+		prev = x
+		if d.peekByte(majorSimple | 22) {
+			d.off++
+			return first, nil
+		}
+		if err := d.expectTag(tagException, "exception cause (or null)"); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func majorName(major byte) string {
+	switch major {
+	case majorUint:
+		return "unsigned integer"
+	case majorNegInt:
+		return "negative integer"
+	case majorBytes:
+		return "byte string"
+	case majorText:
+		return "text string"
+	case majorArray:
+		return "array"
+	case majorMap:
+		return "map"
+	case majorTag:
+		return "tag"
+	}
+	return "simple value or float"
+}
+
+func describeHead(major byte, arg uint64) string {
+	switch major {
+	case majorTag:
+		return fmt.Sprintf("tag %d", arg)
+	case majorSimple:
+		return "simple value or float"
+	}
+	return fmt.Sprintf("%s (argument %d)", majorName(major), arg)
+}
