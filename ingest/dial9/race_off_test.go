@@ -1,0 +1,6 @@
+//go:build !race
+
+package dial9
+
+// raceEnabled scales expensive sample sweeps down under the race detector.
+const raceEnabled = false
