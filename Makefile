@@ -34,5 +34,15 @@ fuzz:
 	  done; \
 	done
 
+# install puts the binaries, systemd units, sysusers entry and the sample
+# config (kept if one is already there) under DESTDIR/PREFIX.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/ztsd $(DESTDIR)/usr/lib/systemd/system $(DESTDIR)/usr/lib/sysusers.d
+	install -m 0755 $(BIN)/ztsd $(BIN)/ztsctl $(DESTDIR)$(PREFIX)/bin/
+	sed 's|/usr/local/bin/|$(PREFIX)/bin/|g' deploy/ztsd.service > $(DESTDIR)/usr/lib/systemd/system/ztsd.service
+	install -m 0644 deploy/ztsd.socket $(DESTDIR)/usr/lib/systemd/system/ztsd.socket
+	install -m 0644 deploy/sysusers.d/ztsd.conf $(DESTDIR)/usr/lib/sysusers.d/ztsd.conf
+	test -e $(DESTDIR)/etc/ztsd/ztsd.toml || install -m 0644 deploy/ztsd.toml $(DESTDIR)/etc/ztsd/ztsd.toml
+
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,443 @@
+// Package client is the Go client of ztsd's socket API (DESIGN.md "The
+// socket API"). It speaks HTTP/1.1 over the daemon's unix socket, or over
+// TCP when the daemon has the optional listener on.
+//
+// Every call takes a context: its deadline bounds the whole request.
+// Errors from the daemon are *APIError values that match the sentinel
+// errors below with errors.Is, so callers can branch on ErrNotFound,
+// ErrTooLarge and the rest.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ztsd/ztsd/trace"
+)
+
+// Sentinel errors matched by *APIError.Is.
+var (
+	ErrBadRequest  = errors.New("bad request")
+	ErrForbidden   = errors.New("forbidden")
+	ErrNotFound    = errors.New("not found")
+	ErrTooLarge    = errors.New("request too large")
+	ErrUnavailable = errors.New("ztsd unavailable (disk full or shutting down)")
+	ErrServer      = errors.New("ztsd server error")
+)
+
+// APIError is an error answer of the daemon.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("ztsd: %s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+// Is matches the sentinel error of the status.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrBadRequest:
+		return e.Status == http.StatusBadRequest || e.Status == http.StatusUnsupportedMediaType
+	case ErrForbidden:
+		return e.Status == http.StatusForbidden
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	case ErrTooLarge:
+		return e.Status == http.StatusRequestEntityTooLarge
+	case ErrUnavailable:
+		return e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests
+	case ErrServer:
+		return e.Status >= 500
+	}
+	return false
+}
+
+// Client talks to one daemon. It is safe for concurrent use.
+type Client struct {
+	hc   *http.Client
+	base string
+}
+
+// New returns a client for the daemon listening on the unix socket path.
+func New(socketPath string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socketPath)
+		},
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Client{hc: &http.Client{Transport: tr}, base: "http://ztsd"}
+}
+
+// NewTCP returns a client for the daemon's optional TCP listener
+// ("127.0.0.1:7070").
+func NewTCP(addr string) *Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	return &Client{hc: &http.Client{Transport: tr}, base: "http://" + addr}
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ztsd %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, readAPIError(resp)
+	}
+	return resp, nil
+}
+
+func readAPIError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+	}
+	return &APIError{Status: resp.StatusCode, Code: e.Code, Message: e.Error}
+}
+
+// Put stores spans (sent as Trace JSON lines). It returns once the daemon
+// acknowledged them: they are durable under its sync policy.
+func (c *Client) Put(ctx context.Context, spans ...*trace.Span) error {
+	var buf bytes.Buffer
+	for _, sp := range spans {
+		b, err := sp.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	_, err := c.PutJSONLines(ctx, &buf)
+	return err
+}
+
+// PutCBOR stores spans sent in the chunk-payload CBOR encoding
+// (docs/format/chunk-payload.md), the compact form for bulk writers.
+func (c *Client) PutCBOR(ctx context.Context, spans ...*trace.Span) error {
+	b, err := trace.EncodeChunk(nil, spans)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/traces", bytes.NewReader(b), "application/cbor")
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// PutJSONLines sends Trace JSON lines as they are and returns the number
+// of spans the daemon stored.
+func (c *Client) PutJSONLines(ctx context.Context, r io.Reader) (int, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/traces", r, "application/x-ndjson")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Spans int `json:"spans"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, fmt.Errorf("ztsd put: reading the answer: %w", err)
+	}
+	return out.Spans, nil
+}
+
+// Post sends a raw body to path (the agent endpoints); extra headers are
+// set as given.
+func (c *Client) Post(ctx context.Context, path, contentType string, body []byte, header http.Header) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ztsd POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return nil, readAPIError(resp)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+}
+
+// Get returns a whole trace: its root spans, each with its child spans in
+// Children and its full record tree.
+func (c *Client) Get(ctx context.Context, id trace.TraceID) ([]*trace.Span, error) {
+	return c.get(ctx, "/v1/traces/"+id.String())
+}
+
+// GetSpan returns one span of a trace with its child spans.
+func (c *Client) GetSpan(ctx context.Context, id trace.TraceID, span trace.SpanID) (*trace.Span, error) {
+	spans, err := c.get(ctx, "/v1/traces/"+id.String()+"?span="+span.String())
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) != 1 {
+		return nil, fmt.Errorf("ztsd get span: %d spans in the answer, want 1", len(spans))
+	}
+	return spans[0], nil
+}
+
+// GetRaw returns the daemon's Trace JSON lines for a trace as sent.
+func (c *Client) GetRaw(ctx context.Context, id trace.TraceID, span trace.SpanID) ([]byte, error) {
+	path := "/v1/traces/" + id.String()
+	if span != 0 {
+		path += "?span=" + span.String()
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func (c *Client) get(ctx context.Context, path string) ([]*trace.Span, error) {
+	resp, err := c.do(ctx, http.MethodGet, path, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []*trace.Span
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<30)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		sp := new(trace.Span)
+		if err := sp.UnmarshalJSON(sc.Bytes()); err != nil {
+			return nil, fmt.Errorf("ztsd get: answer line %d: %w", len(out)+1, err)
+		}
+		out = append(out, sp)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("ztsd get: reading the answer: %w", err)
+	}
+	return out, nil
+}
+
+// Query is a search (DESIGN.md GET /v1/search). Zero fields do not filter.
+type Query struct {
+	Attrs       []trace.Attr // key:value, all must match
+	Text        string
+	MinDuration time.Duration
+	Errors      bool
+	Since       time.Time
+	Until       time.Time
+	Limit       int // page size (server default 100)
+	Spans       bool
+}
+
+// Values encodes q as URL query parameters.
+func (q Query) Values() url.Values {
+	v := url.Values{}
+	for _, a := range q.Attrs {
+		v.Add("attr", a.Key+":"+a.Value.Text())
+	}
+	if q.Text != "" {
+		v.Set("text", q.Text)
+	}
+	if q.MinDuration > 0 {
+		v.Set("min_duration", strconv.FormatInt(int64(q.MinDuration), 10))
+	}
+	if q.Errors {
+		v.Set("errors", "true")
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", strconv.FormatInt(q.Since.UnixNano(), 10))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", strconv.FormatInt(q.Until.UnixNano(), 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Spans {
+		v.Set("spans", "true")
+	}
+	return v
+}
+
+// Page is one page of search results.
+type Page struct {
+	Spans  []*trace.Span // summaries: no Root, no Children
+	Cursor string        // "" on the last page
+}
+
+// SearchPage fetches one page; cursor "" starts at the newest.
+func (c *Client) SearchPage(ctx context.Context, q Query, cursor string) (*Page, error) {
+	v := q.Values()
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/search?"+v.Encode(), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Results []json.RawMessage `json:"results"`
+		Cursor  string            `json:"cursor"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("ztsd search: reading the answer: %w", err)
+	}
+	p := &Page{Cursor: body.Cursor}
+	for i, raw := range body.Results {
+		sp := new(trace.Span)
+		if err := sp.UnmarshalJSON(raw); err != nil {
+			return nil, fmt.Errorf("ztsd search: result %d: %w", i, err)
+		}
+		p.Spans = append(p.Spans, sp)
+	}
+	return p, nil
+}
+
+// Search returns an iterator over every result, fetching pages through
+// the cursor as it goes.
+func (c *Client) Search(q Query) *SearchIterator {
+	return &SearchIterator{c: c, q: q}
+}
+
+// SearchIterator walks search results page by page.
+type SearchIterator struct {
+	c      *Client
+	q      Query
+	page   []*trace.Span
+	cursor string
+	cur    *trace.Span
+	err    error
+	done   bool
+}
+
+// Next advances to the next result; false at the end or on error (Err).
+func (it *SearchIterator) Next(ctx context.Context) bool {
+	for len(it.page) == 0 {
+		if it.done || it.err != nil {
+			return false
+		}
+		p, err := it.c.SearchPage(ctx, it.q, it.cursor)
+		if err != nil {
+			it.err = err
+			return false
+		}
+		it.page, it.cursor = p.Spans, p.Cursor
+		if p.Cursor == "" {
+			it.done = true
+		}
+	}
+	it.cur, it.page = it.page[0], it.page[1:]
+	return true
+}
+
+// Span is the current result.
+func (it *SearchIterator) Span() *trace.Span { return it.cur }
+
+// Err is the error that stopped the iteration, if any.
+func (it *SearchIterator) Err() error { return it.err }
+
+// StoreInfo describes one store (GET /v1/stores).
+type StoreInfo struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	FirstNS  int64  `json:"first_ns"`
+	LastNS   int64  `json:"last_ns"`
+	Spans    int64  `json:"spans"`
+	Traces   int64  `json:"traces"`
+	Chunks   int64  `json:"chunks"`
+	Bytes    int64  `json:"bytes"`
+	IndexLag int64  `json:"index_lag_bytes"`
+}
+
+// Stores lists the daemon's stores, oldest first.
+func (c *Client) Stores(ctx context.Context) ([]StoreInfo, error) {
+	var out struct {
+		Stores []StoreInfo `json:"stores"`
+	}
+	if err := c.getJSON(ctx, "/v1/stores", &out); err != nil {
+		return nil, err
+	}
+	return out.Stores, nil
+}
+
+// AttributeValues lists distinct values of an attribute key.
+func (c *Client) AttributeValues(ctx context.Context, key string) ([]string, error) {
+	var out struct {
+		Values []string `json:"values"`
+	}
+	if err := c.getJSON(ctx, "/v1/attributes/"+url.PathEscape(key), &out); err != nil {
+		return nil, err
+	}
+	return out.Values, nil
+}
+
+// Health checks the daemon is up.
+func (c *Client) Health(ctx context.Context) error {
+	var out map[string]string
+	return c.getJSON(ctx, "/healthz", &out)
+}
+
+// Metrics returns the Prometheus text exposition.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/metrics", nil, "")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func (c *Client) getJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("ztsd GET %s: reading the answer: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ztsd/ztsd/ingest"
+	"github.com/ztsd/ztsd/ingest/atf"
+	"github.com/ztsd/ztsd/ingest/dial9"
+	"github.com/ztsd/ztsd/ingest/wtf"
+	"github.com/ztsd/ztsd/ingest/zorka"
+	"github.com/ztsd/ztsd/storedir"
+	"github.com/ztsd/ztsd/trace"
+)
+
+func init() { extraCommands = append(extraCommands, newImportCmd) }
+
+// importer decodes one path of a format.
+type importer func(ctx context.Context, path string, opts ingest.Options, emit ingest.Emit) (*ingest.Summary, error)
+
+var importers = map[string]importer{
+	"zorka": zorka.Import,
+	"wtf":   wtf.Import,
+	"dial9": dial9.Import,
+	"atf":   atf.Import,
+	"json":  importJSON,
+}
+
+// detectFormat names the format of path from its first bytes (or, for a
+// directory, its layout).
+func detectFormat(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		if atf.SniffPath(path) {
+			return "atf", nil
+		}
+		return "", fmt.Errorf("%s: a directory, but not an ATF session or thread directory", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 64)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	switch {
+	case wtf.Sniff(head):
+		return "wtf", nil
+	case dial9.Sniff(head):
+		return "dial9", nil
+	case atf.Sniff(head) || atf.SniffPath(path):
+		return "atf", nil
+	case zorka.Sniff(head):
+		return "zorka", nil
+	case len(strings.TrimSpace(string(head))) > 0 && strings.TrimSpace(string(head))[0] == '{':
+		return "json", nil
+	}
+	return "", fmt.Errorf("%s: unknown format (first bytes % x); name one with --format", path, head[:min(len(head), 8)])
+}
+
+// importJSON reads Trace JSON lines (what `ztsctl export --format json`
+// and `get --json` write).
+func importJSON(ctx context.Context, path string, opts ingest.Options, emit ingest.Emit) (*ingest.Summary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sum := &ingest.Summary{Format: "json", Source: path, Warnings: []string{}}
+	var add func(sp *trace.Span) error
+	add = func(sp *trace.Span) error {
+		children := sp.Children
+		sp.Children = nil
+		sum.Events++
+		if sp.ParentID == 0 {
+			sum.Traces++
+		}
+		sum.Records += sp.Recs
+		if err := emit(sp); err != nil {
+			return err
+		}
+		for _, c := range children {
+			if err := add(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err = trace.DecodeJSONLines(f, trace.DefaultLimits(), func(sp *trace.Span) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return add(sp)
+	})
+	if err != nil {
+		return sum, fmt.Errorf("%s: %w", path, err)
+	}
+	return sum, nil
+}
+
+// spanSink batches spans to the daemon or into a stopped data directory.
+type spanSink struct {
+	put     func(ctx context.Context, spans []*trace.Span) error
+	pending []*trace.Span
+	batch   int
+	stored  int64
+}
+
+func (s *spanSink) add(ctx context.Context, sp *trace.Span) error {
+	s.pending = append(s.pending, sp)
+	if len(s.pending) >= s.batch {
+		return s.flush(ctx)
+	}
+	return nil
+}
+
+func (s *spanSink) flush(ctx context.Context) error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	if err := s.put(ctx, s.pending); err != nil {
+		return err
+	}
+	s.stored += int64(len(s.pending))
+	s.pending = s.pending[:0]
+	return nil
+}
+
+func newImportCmd(a *app) *cobra.Command {
+	var format, storeDir string
+	var keepGoing, dryRun bool
+	var batch int
+	cmd := &cobra.Command{
+		Use:   "import [--format auto|zorka|wtf|dial9|atf|json] PATH...",
+		Short: "Decode trace files of other formats and store them (through the daemon, or into a stopped data directory with --store)",
+		Long: `import decodes each PATH on the client side and submits the traces through the socket.
+Formats: zorka (request-dump files of the Zorka agent protocol), wtf (Web Tracing
+Framework: legacy binary, chunked binary, JSON), dial9 (TRC streams, gzip or not),
+atf (ADA Trace Format v2 session or thread directory), json (Trace JSON lines, as
+written by export --format json). It prints one JSON summary per PATH:
+{"format","source","events","traces","records","warnings","details"}.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("import needs at least one PATH")
+			}
+			if format != "auto" {
+				if _, ok := importers[format]; !ok {
+					return usageErr("--format %q: want auto, zorka, wtf, dial9, atf or json", format)
+				}
+			}
+			if batch < 1 {
+				return usageErr("--batch must be at least 1")
+			}
+			ctx := cmd.Context()
+			sink := &spanSink{batch: batch}
+			switch {
+			case dryRun:
+				sink.put = func(context.Context, []*trace.Span) error { return nil }
+			case storeDir != "":
+				opt := storedir.DefaultOptions()
+				opt.Sync = storedir.SyncNone
+				db, err := storedir.Open(ctx, storeDir, opt)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if err := db.Close(); err != nil {
+						fmt.Fprintln(a.stderr, "ztsctl: closing", storeDir+":", err)
+					}
+				}()
+				sink.put = db.Append
+			default:
+				c := a.client()
+				defer c.Close()
+				sink.put = func(ctx context.Context, spans []*trace.Span) error { return c.PutCBOR(ctx, spans...) }
+			}
+			enc := json.NewEncoder(a.stdout)
+			for _, path := range args {
+				f := format
+				if f == "auto" {
+					var err error
+					if f, err = detectFormat(path); err != nil {
+						return usageErr("%v", err)
+					}
+				}
+				sum, err := importers[f](ctx, path, ingest.Options{KeepGoing: keepGoing},
+					func(sp *trace.Span) error { return sink.add(ctx, sp) })
+				if ferr := sink.flush(ctx); err == nil {
+					err = ferr
+				}
+				if sum != nil {
+					if sum.Warnings == nil {
+						sum.Warnings = []string{}
+					}
+					enc.Encode(sum)
+				}
+				if err != nil {
+					return fmt.Errorf("import %s (%s): %w", path, f, err)
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&format, "format", "auto", "auto, zorka, wtf, dial9, atf or json")
+	f.StringVar(&storeDir, "store", "", "write into this stopped data directory instead of the daemon")
+	f.BoolVar(&keepGoing, "keep-going", false, "keep what decoded before a decode error, reported as a warning")
+	f.BoolVar(&dryRun, "dry-run", false, "decode and summarise only; store nothing")
+	f.IntVar(&batch, "batch", 2000, "spans per request")
+	return cmd
+}

@@ -1,0 +1,422 @@
+// Command ztsd is the trace store daemon: it takes the data directory's
+// lock, opens every store, and serves the socket API until SIGTERM/SIGINT.
+// SIGHUP reloads the parts of the config that can change live (retention,
+// request limits, access lists, log level) and logs what changed.
+//
+// With no arguments it runs on the embedded default config: data in
+// ./ztsd-data, socket ./ztsd.sock. Under systemd it reads
+// /etc/ztsd/ztsd.toml (--config), reports READY/RELOADING/STOPPING with
+// sd_notify, and accepts a socket-activated listener (LISTEN_FDS).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"os/user"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
+
+	"github.com/ztsd/ztsd/chunk"
+	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/ingest/zorka"
+	"github.com/ztsd/ztsd/server"
+	"github.com/ztsd/ztsd/storedir"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// version is set by the linker (-X main.version=...).
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+type flags struct {
+	configPath, dataDir, socket, listen, logLevel string
+	showVersion                                   bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("ztsd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.configPath, "config", "", "TOML config file (default: the embedded config: data in ./ztsd-data, socket ./ztsd.sock)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "data directory (overrides data_dir)")
+	fs.StringVar(&f.socket, "socket", "", "unix socket path (overrides socket)")
+	fs.StringVar(&f.listen, "listen", "", "optional TCP address for the same API, e.g. 127.0.0.1:7070 (overrides listen)")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (overrides log_level)")
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return f, nil
+}
+
+func loadConfig(f flags) (config.Config, error) {
+	cfg := config.Default()
+	if f.configPath != "" {
+		var err error
+		if cfg, err = config.Load(f.configPath); err != nil {
+			return cfg, err
+		}
+	}
+	if f.dataDir != "" {
+		cfg.DataDir = f.dataDir
+	}
+	if f.socket != "" {
+		cfg.Socket = f.socket
+	}
+	if f.listen != "" {
+		cfg.Listen = f.listen
+	}
+	if f.logLevel != "" {
+		cfg.LogLevel = f.logLevel
+	}
+	return cfg, cfg.Validate()
+}
+
+func run(args []string, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "ztsd:", err)
+		return 2
+	}
+	if f.showVersion {
+		fmt.Println("ztsd", version)
+		return 0
+	}
+	cfg, err := loadConfig(f)
+	if err != nil {
+		fmt.Fprintln(stderr, "ztsd: config:", err)
+		return 2
+	}
+	var level slog.LevelVar
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintf(stderr, "ztsd: log_level %q: %v\n", cfg.LogLevel, err)
+		return 2
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: &level})
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: &level})
+	}
+	log := slog.New(handler)
+	d := &daemonState{cfg: cfg, flags: f, log: log, level: &level}
+	if err := d.serve(); err != nil {
+		log.Error("ztsd stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+type daemonState struct {
+	cfg   config.Config
+	flags flags
+	log   *slog.Logger
+	level *slog.LevelVar
+	db    *storedir.DB
+	srv   *server.Server
+}
+
+func storeOptions(cfg config.Config, log *slog.Logger, obs storedir.Observer) (storedir.Options, error) {
+	o := storedir.DefaultOptions()
+	comp, err := chunk.ParseCompression(cfg.Store.Compression)
+	if err != nil {
+		return o, err
+	}
+	o.Chunk = chunk.Options{Compression: comp, Checksums: cfg.Store.Checksums}
+	if o.Sync, err = storedir.ParseSyncPolicy(cfg.Sync); err != nil {
+		return o, err
+	}
+	o.MaxStoreSize = int64(cfg.Store.MaxStoreSize)
+	o.MaxStoreAge = time.Duration(cfg.Store.MaxStoreAge)
+	o.ChunkTargetSize = int(cfg.Store.ChunkTargetSize)
+	o.Retention = retention(cfg)
+	o.Limits = decodeLimits(cfg)
+	o.Logger = log
+	o.Observer = obs
+	return o, nil
+}
+
+func retention(cfg config.Config) storedir.Retention {
+	return storedir.Retention{MaxStores: cfg.Retention.MaxStores, MaxTotalSize: int64(cfg.Retention.MaxTotalSize),
+		MaxAge: time.Duration(cfg.Retention.MaxAge)}
+}
+
+func decodeLimits(cfg config.Config) trace.Limits {
+	l := trace.DefaultLimits()
+	if cfg.Limits.MaxDepth > 0 {
+		l.MaxDepth = cfg.Limits.MaxDepth
+	}
+	return l
+}
+
+func serverLimits(cfg config.Config) server.Limits {
+	l := server.DefaultLimits()
+	l.MaxBodySize = int64(cfg.Limits.MaxBodySize)
+	l.MaxTracesPerRequest = cfg.Limits.MaxTracesPerRequest
+	l.Decode = decodeLimits(cfg)
+	return l
+}
+
+func access(cfg config.Config) server.Access {
+	a := server.DefaultAccess()
+	if len(cfg.Access.ReadUIDs)+len(cfg.Access.WriteUIDs)+len(cfg.Access.ReadGIDs)+len(cfg.Access.WriteGIDs) > 0 {
+		a.ReadUIDs, a.WriteUIDs = cfg.Access.ReadUIDs, cfg.Access.WriteUIDs
+		a.ReadGIDs, a.WriteGIDs = cfg.Access.ReadGIDs, cfg.Access.WriteGIDs
+	}
+	return a
+}
+
+func (d *daemonState) serve() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	metrics := server.NewMetrics(nil)
+	opts, err := storeOptions(d.cfg, d.log, metrics)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	t0 := time.Now()
+	d.db, err = storedir.Open(ctx, d.cfg.DataDir, opts)
+	if err != nil {
+		return err
+	}
+	defer d.db.Close()
+	metrics = server.NewMetrics(d.db)
+	// The committer reports into the metrics that /metrics serves.
+	d.db.SetObserver(metrics)
+	d.log.Info("stores open", "data_dir", d.cfg.DataDir, "stores", len(d.db.Stores()), "took", time.Since(t0).Round(time.Millisecond))
+
+	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout)})
+	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
+		Zorka: sessions})
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if n := sessions.DropIdle(); n > 0 {
+					d.log.Info("dropped idle agent sessions", "count", n)
+				}
+			}
+		}
+	}()
+	mux := http.NewServeMux()
+	mux.Handle("/", d.srv.Handler())
+	if d.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	httpSrv := &http.Server{Handler: mux, ConnContext: server.ConnContext, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+
+	listeners, cleanup, err := d.listen()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	errc := make(chan error, len(listeners))
+	for _, l := range listeners {
+		go func(l net.Listener) {
+			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve %s: %w", l.Addr(), err)
+			}
+		}(l)
+	}
+	go d.housekeeping(ctx)
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+	d.log.Info("ztsd ready", "version", version, "sync", d.cfg.Sync, "pid", os.Getpid())
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for {
+		select {
+		case err := <-errc:
+			d.shutdown(httpSrv)
+			return err
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			d.log.Info("shutting down", "signal", sig.String())
+			daemon.SdNotify(false, daemon.SdNotifyStopping)
+			d.shutdown(httpSrv)
+			return nil
+		}
+	}
+}
+
+// shutdown stops accepting, lets in-flight requests finish (30 s at most),
+// then closes the stores (flush, fsync, config.props).
+func (d *daemonState) shutdown(httpSrv *http.Server) {
+	d.srv.BeginShutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(ctx); err != nil {
+		d.log.Warn("in-flight requests did not finish in time", "err", err)
+	}
+	if err := d.db.Close(); err != nil {
+		d.log.Error("closing stores", "err", err)
+	}
+}
+
+// reload applies a changed config file: retention, limits, access lists and
+// log level change live; anything else needs a restart and is logged.
+func (d *daemonState) reload() {
+	daemon.SdNotify(false, daemon.SdNotifyReloading+"\nMONOTONIC_USEC="+monotonicUsec())
+	defer daemon.SdNotify(false, daemon.SdNotifyReady)
+	next, err := loadConfig(d.flags)
+	if err != nil {
+		d.log.Error("reload: config rejected; keeping the running one", "err", err)
+		return
+	}
+	changed := d.cfg.Diff(next)
+	if len(changed) == 0 {
+		d.log.Info("reload: config unchanged")
+		return
+	}
+	var lv slog.LevelVar
+	if err := lv.UnmarshalText([]byte(next.LogLevel)); err == nil {
+		d.level.Set(lv.Level())
+	}
+	d.srv.SetLimits(serverLimits(next))
+	d.srv.SetAccess(access(next))
+	if err := d.db.SetRetention(retention(next)); err != nil {
+		d.log.Error("reload: applying retention", "err", err)
+	}
+	live := next
+	// Keys that need a restart keep their running values.
+	live.DataDir, live.Socket, live.Listen, live.Sync, live.Store = d.cfg.DataDir, d.cfg.Socket, d.cfg.Listen, d.cfg.Sync, d.cfg.Store
+	restart := live.Diff(next)
+	d.cfg = live
+	d.log.Info("reload: applied", "changed", changed, "need_restart", restart)
+}
+
+func monotonicUsec() string {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return "0"
+	}
+	return strconv.FormatInt(ts.Sec*1e6+ts.Nsec/1e3, 10)
+}
+
+// housekeeping applies age-based retention periodically.
+func (d *daemonState) housekeeping(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := d.db.ApplyRetention(); err != nil {
+				d.log.Error("retention", "err", err)
+			}
+		}
+	}
+}
+
+// listen returns the API listeners: inherited ones (systemd socket
+// activation) or a fresh unix socket, plus the optional TCP listener.
+func (d *daemonState) listen() ([]net.Listener, func(), error) {
+	var ls []net.Listener
+	cleanup := func() {}
+	inherited, err := activation.Listeners()
+	if err != nil {
+		return nil, cleanup, fmt.Errorf("socket activation: %w", err)
+	}
+	for _, l := range inherited {
+		if l != nil {
+			ls = append(ls, l)
+		}
+	}
+	if len(ls) > 0 {
+		d.log.Info("serving on sockets passed by the service manager", "count", len(ls))
+	} else {
+		ul, err := listenUnix(d.cfg.Socket, d.cfg.SocketMode, d.cfg.SocketGroup)
+		if err != nil {
+			return nil, cleanup, err
+		}
+		ls = append(ls, ul)
+		path := d.cfg.Socket
+		cleanup = func() { os.Remove(path) }
+		d.log.Info("listening", "socket", path)
+	}
+	if d.cfg.Listen != "" {
+		tl, err := net.Listen("tcp", d.cfg.Listen)
+		if err != nil {
+			cleanup()
+			return nil, func() {}, fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
+		}
+		ls = append(ls, tl)
+		d.log.Info("listening", "tcp", tl.Addr().String())
+	}
+	return ls, cleanup, nil
+}
+
+// listenUnix creates the socket, removing a stale socket file only when no
+// daemon answers on it, and sets its mode and group.
+func listenUnix(path, mode, group string) (net.Listener, error) {
+	if _, err := os.Lstat(path); err == nil {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("socket %s: another daemon is answering on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	perm, err := strconv.ParseUint(mode, 8, 32)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket_mode %q: %w", mode, err)
+	}
+	if err := os.Chmod(path, os.FileMode(perm)); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("socket_group %q: %w", group, err)
+		}
+		gid, _ := strconv.Atoi(g.Gid)
+		if err := os.Chown(path, -1, gid); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("chown %s to group %s: %w", path, group, err)
+		}
+	}
+	return l, nil
+}

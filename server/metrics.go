@@ -1,0 +1,105 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ztsd/ztsd/storedir"
+)
+
+// Metrics are the daemon's Prometheus metrics, on a registry of their own.
+type Metrics struct {
+	reg             *prometheus.Registry
+	ingestSpans     prometheus.Counter
+	ingestRequests  prometheus.Counter
+	commitRequests  prometheus.Counter
+	commitChunks    prometheus.Counter
+	commitBytes     prometheus.Counter
+	fsyncs          prometheus.Counter
+	fsyncDuration   prometheus.Histogram
+	requestDuration *prometheus.HistogramVec
+}
+
+// NewMetrics creates the metrics; db may be nil (no store gauges).
+func NewMetrics(db *storedir.DB) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		ingestSpans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ztsd_ingest_spans_total", Help: "Spans acknowledged."}),
+		ingestRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ztsd_ingest_requests_total", Help: "Write requests acknowledged."}),
+		commitRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ztsd_commit_requests_total", Help: "Requests committed by the group committer."}),
+		commitChunks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ztsd_chunks_written_total", Help: "Chunks appended to data files."}),
+		commitBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ztsd_data_bytes_written_total", Help: "Bytes appended to data files (headers included)."}),
+		fsyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ztsd_fsyncs_total", Help: "fsync calls on data files made by the write path."}),
+		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "ztsd_fsync_duration_seconds", Help: "Time for the fsyncs of one group commit.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "ztsd_request_duration_seconds", Help: "API request latency by endpoint.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"endpoint"}),
+	}
+	m.reg.MustRegister(m.ingestSpans, m.ingestRequests, m.commitRequests, m.commitChunks, m.commitBytes,
+		m.fsyncs, m.fsyncDuration, m.requestDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if db != nil {
+		m.reg.MustRegister(storeCollector{db})
+	}
+	return m
+}
+
+// Registry is where further metrics (OTLP, Zorka) register.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Committed implements storedir.Observer.
+func (m *Metrics) Committed(requests, chunks, bytes, syncs int, syncDur time.Duration) {
+	m.commitRequests.Add(float64(requests))
+	m.commitChunks.Add(float64(chunks))
+	m.commitBytes.Add(float64(bytes))
+	if syncs > 0 {
+		m.fsyncs.Add(float64(syncs))
+		m.fsyncDuration.Observe(syncDur.Seconds())
+	}
+}
+
+var (
+	storesDesc = prometheus.NewDesc("ztsd_stores", "Stores in the data directory by state.", []string{"state"}, nil)
+	bytesDesc  = prometheus.NewDesc("ztsd_store_bytes", "Bytes on disk per store (data and indexes).", []string{"store"}, nil)
+	spansDesc  = prometheus.NewDesc("ztsd_store_spans", "Spans indexed per store.", []string{"store"}, nil)
+	lagDesc    = prometheus.NewDesc("ztsd_index_watermark_lag_bytes", "Data-file bytes not yet covered by the metadata index, per store.", []string{"store"}, nil)
+)
+
+type storeCollector struct{ db *storedir.DB }
+
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storesDesc
+	ch <- bytesDesc
+	ch <- spansDesc
+	ch <- lagDesc
+}
+
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	states := map[string]int{"open": 0, "sealed": 0}
+	for _, in := range c.db.Stores() {
+		states[in.State]++
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(in.Bytes), in.ID)
+		ch <- prometheus.MustNewConstMetric(spansDesc, prometheus.GaugeValue, float64(in.Spans), in.ID)
+		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(in.IndexLag), in.ID)
+	}
+	for st, n := range states {
+		ch <- prometheus.MustNewConstMetric(storesDesc, prometheus.GaugeValue, float64(n), st)
+	}
+}

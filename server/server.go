@@ -1,0 +1,500 @@
+// Package server owns ztsd's socket API: HTTP/1.1 handlers for writes,
+// trace reads, search, attribute listings, store listings, health and
+// metrics, plus access control by the unix peer's uid/gid.
+//
+// Invariants:
+//   - A write request is decoded and validated whole before anything is
+//     appended: a request that fails stores nothing of itself.
+//   - A write is answered 2xx only after storedir acknowledged it (durable
+//     under the sync policy).
+//   - Every error is JSON {"error": "...", "code": "..."} with the status
+//     DESIGN.md names: 400 bad input, 403 forbidden, 404 unknown trace, 413
+//     too large, 503 disk full or shutting down.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ztsd/ztsd/ingest/zorka"
+	"github.com/ztsd/ztsd/storedir"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// Limits bound what one request may ask of the daemon.
+type Limits struct {
+	MaxBodySize         int64
+	MaxTracesPerRequest int
+	Decode              trace.Limits
+}
+
+// DefaultLimits are the embedded defaults.
+func DefaultLimits() Limits {
+	return Limits{MaxBodySize: 64 << 20, MaxTracesPerRequest: 100000, Decode: trace.DefaultLimits()}
+}
+
+// Options configure a Server.
+type Options struct {
+	Limits  Limits
+	Access  Access
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Zorka, when set, serves the Zorka agent protocol
+	// (/agent/submit/agd, /agent/submit/trc) with these sessions.
+	Zorka *zorka.Sessions
+	// OTLP, when set, serves OTLP/HTTP bodies (application/x-protobuf and
+	// application/json) posted to /v1/traces.
+	OTLP http.Handler
+}
+
+// Server serves the socket API over a storedir.DB.
+type Server struct {
+	db       *storedir.DB
+	limits   atomic.Pointer[Limits]
+	access   atomic.Pointer[Access]
+	log      *slog.Logger
+	metrics  *Metrics
+	mux      *http.ServeMux
+	shutting atomic.Bool
+	otlp     http.Handler
+}
+
+// New returns a server for db.
+func New(db *storedir.DB, opt Options) *Server {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Metrics == nil {
+		opt.Metrics = NewMetrics(db)
+	}
+	if opt.Limits.MaxBodySize == 0 {
+		opt.Limits = DefaultLimits()
+	}
+	s := &Server{db: db, log: opt.Logger, metrics: opt.Metrics, mux: http.NewServeMux()}
+	s.limits.Store(&opt.Limits)
+	s.access.Store(&opt.Access)
+	s.route("POST /v1/traces", "put", write, s.handlePut)
+	s.route("GET /v1/traces/{id}", "get", read, s.handleGet)
+	s.route("GET /v1/search", "search", read, s.handleSearch)
+	s.route("GET /v1/attributes/{key}", "attributes", read, s.handleAttributes)
+	s.route("GET /v1/stores", "stores", read, s.handleStores)
+	s.route("GET /healthz", "healthz", none, s.handleHealth)
+	s.mux.Handle("GET /metrics", s.checked(read, s.metrics.Handler()))
+	if opt.Zorka != nil {
+		s.registerAgent(opt.Zorka)
+	}
+	s.otlp = opt.OTLP
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// Handler is the API's http.Handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// SetLimits replaces the request limits (SIGHUP).
+func (s *Server) SetLimits(l Limits) { s.limits.Store(&l) }
+
+// SetAccess replaces the access lists (SIGHUP).
+func (s *Server) SetAccess(a Access) { s.access.Store(&a) }
+
+// BeginShutdown makes writes answer 503 while in-flight requests finish.
+func (s *Server) BeginShutdown() { s.shutting.Store(true) }
+
+type accessKind uint8
+
+const (
+	none accessKind = iota
+	read
+	write
+)
+
+func (s *Server) route(pattern, name string, kind accessKind, h func(http.ResponseWriter, *http.Request) error) {
+	hist := s.metrics.requestDuration.WithLabelValues(name)
+	s.mux.Handle(pattern, s.checked(kind, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+		hist.Observe(time.Since(t0).Seconds())
+	})))
+}
+
+func (s *Server) checked(kind accessKind, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if kind != none {
+			if err := s.access.Load().check(r.Context(), kind == write); err != nil {
+				writeError(w, http.StatusForbidden, "forbidden", err.Error())
+				return
+			}
+		}
+		if kind == write && s.shutting.Load() {
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, "shutting_down", "ztsd is shutting down")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Error is an API error with its status and code.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func badRequest(format string, args ...any) error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := StatusOf(err)
+	if status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "10")
+	}
+	writeError(w, status, code, err.Error())
+}
+
+// StatusOf maps an error to its HTTP status and error code.
+func StatusOf(err error) (int, string) {
+	var ae *Error
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Status, ae.Code
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, storedir.ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, storedir.ErrInvalid), errors.Is(err, storedir.ErrBadCursor):
+		return http.StatusBadRequest, "bad_request"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return http.StatusServiceUnavailable, "disk_full"
+	case errors.Is(err, storedir.ErrClosed):
+		return http.StatusServiceUnavailable, "shutting_down"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "timeout"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+// PutResponse answers a successful write.
+type PutResponse struct {
+	Spans int `json:"spans"`
+}
+
+func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
+	lim := *s.limits.Load()
+	body := http.MaxBytesReader(w, r.Body, lim.MaxBodySize)
+	ct := mediaType(r.Header.Get("Content-Type"))
+	var spans []*trace.Span
+	var err error
+	switch ct {
+	case "application/x-ndjson", "application/jsonl", "application/json-lines":
+		spans, err = decodeJSONLines(body, lim)
+	case "application/cbor":
+		spans, err = decodeCBOR(body, lim)
+	case "application/x-protobuf", "application/json":
+		if s.otlp == nil {
+			return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+				Msg: "OTLP ingest is not enabled in this daemon"}
+		}
+		r.Body = body
+		s.otlp.ServeHTTP(w, r)
+		return nil
+	case "":
+		return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Msg: "Content-Type is required: application/x-ndjson (Trace JSON lines) or application/cbor"}
+	default:
+		return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Msg: fmt.Sprintf("Content-Type %q is not accepted here: use application/x-ndjson (Trace JSON lines) or application/cbor", ct)}
+	}
+	if err != nil {
+		return err
+	}
+	if len(spans) == 0 {
+		return badRequest("request body holds no spans")
+	}
+	for i, sp := range spans {
+		if err := sp.Validate(); err != nil {
+			return badRequest("span %d: %v", i+1, err)
+		}
+	}
+	if err := s.db.Append(r.Context(), spans); err != nil {
+		return err
+	}
+	s.metrics.ingestSpans.Add(float64(len(spans)))
+	s.metrics.ingestRequests.Inc()
+	return writeJSON(w, http.StatusOK, PutResponse{Spans: len(spans)})
+}
+
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+func decodeJSONLines(body io.Reader, lim Limits) ([]*trace.Span, error) {
+	var spans []*trace.Span
+	err := trace.DecodeJSONLines(body, lim.Decode, func(sp *trace.Span) error {
+		if len(spans) >= lim.MaxTracesPerRequest {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
+				Msg: fmt.Sprintf("more than %d spans in one request", lim.MaxTracesPerRequest)}
+		}
+		if sp.Source == "" {
+			sp.Source = trace.SourceJSON
+		}
+		spans = append(spans, sp)
+		return nil
+	})
+	if err != nil {
+		var ae *Error
+		var mbe *http.MaxBytesError
+		if errors.As(err, &ae) || errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, badRequest("Trace JSON: %v", err)
+	}
+	return spans, nil
+}
+
+func decodeCBOR(body io.Reader, lim Limits) ([]*trace.Span, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	spans, err := trace.DecodeChunk(b, lim.Decode)
+	if err != nil {
+		return nil, badRequest("CBOR body: %v", err)
+	}
+	if len(spans) > lim.MaxTracesPerRequest {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
+			Msg: fmt.Sprintf("%d spans in one request, more than %d", len(spans), lim.MaxTracesPerRequest)}
+	}
+	return spans, nil
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
+	id, err := trace.ParseTraceID(r.PathValue("id"))
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	var roots []*trace.Span
+	if sid := r.URL.Query().Get("span"); sid != "" {
+		spanID, err := trace.ParseSpanID(sid)
+		if err != nil {
+			return badRequest("span: %v", err)
+		}
+		sp, err := s.db.GetSpan(r.Context(), id, spanID)
+		if err != nil {
+			return err
+		}
+		roots = []*trace.Span{sp}
+	} else {
+		roots, err = s.db.GetTrace(r.Context(), id)
+		if err != nil {
+			return err
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	for _, sp := range roots {
+		b, err := sp.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		w.Write(append(b, '\n'))
+	}
+	return nil
+}
+
+// SearchResponse is the body of GET /v1/search.
+type SearchResponse struct {
+	Results []json.RawMessage `json:"results"`
+	Cursor  string            `json:"cursor,omitempty"`
+}
+
+// ParseSearch turns query parameters into a storedir.Query.
+func ParseSearch(v map[string][]string) (storedir.Query, error) {
+	var q storedir.Query
+	for key, vals := range v {
+		switch key {
+		case "attr", "text", "min_duration", "errors", "since", "until", "limit", "cursor", "spans":
+		default:
+			return q, badRequest("unknown search parameter %q", key)
+		}
+		if key != "attr" && len(vals) > 1 {
+			return q, badRequest("search parameter %q given %d times", key, len(vals))
+		}
+	}
+	get := func(k string) string {
+		if vs := v[k]; len(vs) > 0 {
+			return vs[0]
+		}
+		return ""
+	}
+	for _, a := range v["attr"] {
+		k, val, ok := strings.Cut(a, ":")
+		if !ok || k == "" {
+			return q, badRequest("attr %q: want key:value", a)
+		}
+		q.Attrs = append(q.Attrs, trace.Attr{Key: k, Value: trace.String(val)})
+	}
+	q.Text = get("text")
+	var err error
+	if s := get("min_duration"); s != "" {
+		if q.MinDurationNS, err = ParseDurationNS(s); err != nil {
+			return q, badRequest("min_duration: %v", err)
+		}
+	}
+	if s := get("errors"); s != "" {
+		if q.ErrorsOnly, err = strconv.ParseBool(s); err != nil {
+			return q, badRequest("errors=%q: want true or false", s)
+		}
+	}
+	if s := get("spans"); s != "" {
+		if q.Spans, err = strconv.ParseBool(s); err != nil {
+			return q, badRequest("spans=%q: want true or false", s)
+		}
+	}
+	if s := get("since"); s != "" {
+		if q.SinceNS, err = ParseTimeNS(s); err != nil {
+			return q, badRequest("since: %v", err)
+		}
+	}
+	if s := get("until"); s != "" {
+		if q.UntilNS, err = ParseTimeNS(s); err != nil {
+			return q, badRequest("until: %v", err)
+		}
+	}
+	if s := get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > storedir.MaxSearchLimit {
+			return q, badRequest("limit=%q: want 1..%d", s, storedir.MaxSearchLimit)
+		}
+		q.Limit = n
+	}
+	q.Cursor = get("cursor")
+	return q, nil
+}
+
+// ParseDurationNS parses "5ms", "1.5s" or a plain number of nanoseconds.
+func ParseDurationNS(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 {
+			return 0, fmt.Errorf("%q is negative", s)
+		}
+		return n, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a duration like 5ms or nanoseconds", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return int64(d), nil
+}
+
+// ParseTimeNS parses RFC 3339 or nanoseconds since the epoch.
+func ParseTimeNS(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want RFC 3339 (2026-01-02T15:04:05Z) or nanoseconds since the epoch", s)
+	}
+	return t.UnixNano(), nil
+}
+
+func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
+	q, err := ParseSearch(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	res, err := s.db.Search(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	out := SearchResponse{Results: make([]json.RawMessage, 0, len(res.Spans)), Cursor: res.Cursor}
+	for _, sp := range res.Spans {
+		b, err := trace.MarshalSummaryJSON(sp)
+		if err != nil {
+			return err
+		}
+		out.Results = append(out.Results, b)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// AttributesResponse is the body of GET /v1/attributes/{key}.
+type AttributesResponse struct {
+	Key    string   `json:"key"`
+	Values []string `json:"values"`
+}
+
+func (s *Server) handleAttributes(w http.ResponseWriter, r *http.Request) error {
+	key := r.PathValue("key")
+	limit := 1000
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			return badRequest("limit=%q: want 1..100000", v)
+		}
+		limit = n
+	}
+	vals, err := s.db.AttributeValues(r.Context(), key, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, AttributesResponse{Key: key, Values: vals})
+}
+
+// StoresResponse is the body of GET /v1/stores.
+type StoresResponse struct {
+	Stores []storedir.Info `json:"stores"`
+}
+
+func (s *Server) handleStores(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, StoresResponse{Stores: s.db.Stores()})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
+	if s.shutting.Load() {
+		return writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

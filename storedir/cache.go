@@ -1,0 +1,67 @@
+package storedir
+
+import (
+	"container/list"
+	"sync"
+)
+
+// chunkCache keeps the decompressed payloads of recently read chunks, so
+// that reading the spans of one trace (usually in one chunk) decompresses
+// it once. Bounded by entry count.
+type chunkCache struct {
+	mu    sync.Mutex
+	max   int
+	ll    *list.List
+	items map[cacheKey]*list.Element
+}
+
+type cacheKey struct {
+	store uint32
+	off   int64
+}
+
+type cacheEntry struct {
+	key     cacheKey
+	payload []byte
+}
+
+func newChunkCache(max int) *chunkCache {
+	return &chunkCache{max: max, ll: list.New(), items: map[cacheKey]*list.Element{}}
+}
+
+func (c *chunkCache) get(store uint32, off int64) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[cacheKey{store, off}]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*cacheEntry).payload, true
+	}
+	return nil, false
+}
+
+func (c *chunkCache) put(store uint32, off int64, payload []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := cacheKey{store, off}
+	if e, ok := c.items[k]; ok {
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.items[k] = c.ll.PushFront(&cacheEntry{key: k, payload: payload})
+	for c.ll.Len() > c.max {
+		e := c.ll.Back()
+		c.ll.Remove(e)
+		delete(c.items, e.Value.(*cacheEntry).key)
+	}
+}
+
+func (c *chunkCache) dropStore(store uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.items {
+		if k.store == store {
+			c.ll.Remove(e)
+			delete(c.items, k)
+		}
+	}
+}

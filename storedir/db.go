@@ -1,0 +1,492 @@
+package storedir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ztsd/ztsd/chunk"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// SyncPolicy says when a write is durable enough to acknowledge.
+type SyncPolicy uint8
+
+const (
+	// SyncBatch group-commits: concurrent requests share one fsync.
+	SyncBatch SyncPolicy = iota
+	// SyncAlways fsyncs once per request.
+	SyncAlways
+	// SyncNone never fsyncs on the write path (tests, bulk import).
+	SyncNone
+)
+
+// ParseSyncPolicy parses "batch", "always" or "none".
+func ParseSyncPolicy(s string) (SyncPolicy, error) {
+	switch s {
+	case "batch", "":
+		return SyncBatch, nil
+	case "always":
+		return SyncAlways, nil
+	case "none":
+		return SyncNone, nil
+	}
+	return 0, fmt.Errorf("sync policy %q: want always, batch or none", s)
+}
+
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncAlways:
+		return "always"
+	case SyncNone:
+		return "none"
+	}
+	return "batch"
+}
+
+// Retention limits which sealed stores are kept; zero fields are unlimited.
+type Retention struct {
+	MaxStores    int
+	MaxTotalSize int64
+	MaxAge       time.Duration
+}
+
+// Options configure a DB.
+type Options struct {
+	Chunk chunk.Options
+	Sync  SyncPolicy
+	// MaxStoreSize and MaxStoreAge trigger rotation to a new store.
+	MaxStoreSize int64
+	MaxStoreAge  time.Duration
+	// ChunkTargetSize bounds the encoded payload of one chunk; a larger
+	// request is split into several chunks.
+	ChunkTargetSize int
+	Retention       Retention
+	Limits          trace.Limits
+	Logger          *slog.Logger
+	// Now is the clock (tests inject one).
+	Now func() time.Time
+	// Observer receives write-path measurements (metrics); may be nil.
+	Observer Observer
+	// FS is the file system the data files are written through; nil is
+	// the real one. Tests inject faults (ENOSPC, EIO, short writes) here.
+	FS chunk.FS
+}
+
+// Observer is told about each group commit (for metrics).
+type Observer interface {
+	Committed(requests, chunks, bytes int, syncs int, syncDur time.Duration)
+}
+
+// DefaultOptions are the embedded defaults.
+func DefaultOptions() Options {
+	return Options{
+		Chunk:           chunk.Options{Compression: chunk.LZ4, Checksums: true},
+		Sync:            SyncBatch,
+		MaxStoreSize:    1 << 30,
+		MaxStoreAge:     24 * time.Hour,
+		ChunkTargetSize: 1 << 20,
+		Limits:          trace.DefaultLimits(),
+	}
+}
+
+func (o *Options) fill() {
+	d := DefaultOptions()
+	if o.MaxStoreSize <= 0 {
+		o.MaxStoreSize = d.MaxStoreSize
+	}
+	if o.ChunkTargetSize <= 0 {
+		o.ChunkTargetSize = d.ChunkTargetSize
+	}
+	if o.Limits == (trace.Limits{}) {
+		o.Limits = d.Limits
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.FS == nil {
+		o.FS = chunk.OSFS{}
+	}
+}
+
+// ErrLocked is returned by Open when another process holds the data
+// directory's LOCK.
+var ErrLocked = errors.New("data directory is locked by another process")
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = errors.New("store is closed")
+
+// DB is the set of stores under one data directory.
+type DB struct {
+	dir  string
+	opt  Options
+	log  *slog.Logger
+	lock *os.File
+
+	mu      sync.RWMutex // guards stores, current, closed, retention
+	stores  []*Store     // ascending id; the last is current
+	current *Store
+	closed  bool
+
+	commits  chan *commitReq
+	stop     chan struct{}
+	done     chan struct{}
+	cache    *chunkCache
+	retMu    sync.Mutex // serialises rotation and retention
+	storeSeq uint32
+}
+
+// Open takes the data directory's lock, removes leftovers of interrupted
+// deletions, opens every store (re-indexing each from its watermarks) and
+// starts the committer.
+func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
+	opt.fill()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
+		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		cache: newChunkCache(256)}
+	if err := db.openStores(ctx); err != nil {
+		db.closeStores()
+		unlockDir(lock)
+		return nil, err
+	}
+	go db.committer()
+	return db, nil
+}
+
+// LockHolder reports whether dir's LOCK is held by a running process, for
+// offline tools that must refuse to run next to a daemon.
+func LockHolder(dir string) (held bool, pid string) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR, 0)
+	if err != nil {
+		return false, ""
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(filepath.Join(dir, "LOCK"))
+		return true, strings.TrimSpace(string(b))
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, ""
+}
+
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		holder := strings.TrimSpace(string(b))
+		if holder != "" {
+			holder = " (pid " + holder + ")"
+		}
+		return nil, fmt.Errorf("%s%s: %w", dir, holder, ErrLocked)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+func unlockDir(f *os.File) {
+	if f != nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}
+}
+
+func (db *DB) storeOptions() storeOptions {
+	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now}
+}
+
+func (db *DB) openStores(ctx context.Context) error {
+	entries, err := os.ReadDir(db.dir)
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", db.dir, err)
+	}
+	var ids []uint32
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".deleting-") {
+			db.log.Info("removing the leftover of an interrupted store deletion", "dir", name)
+			if err := os.RemoveAll(filepath.Join(db.dir, name)); err != nil {
+				return fmt.Errorf("remove %s: %w", name, err)
+			}
+			continue
+		}
+		if id, ok := ParseStoreName(name); ok && e.IsDir() {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		dir := filepath.Join(db.dir, StoreName(id))
+		if _, err := os.Stat(filepath.Join(dir, dataFile)); os.IsNotExist(err) {
+			// A store whose creation was interrupted before its data file
+			// existed holds nothing: remove it.
+			db.log.Warn("removing a store directory without a data file (interrupted creation)", "dir", dir)
+			if err := os.RemoveAll(dir); err != nil {
+				return fmt.Errorf("remove %s: %w", dir, err)
+			}
+			continue
+		}
+		s, err := openStore(ctx, dir, id, db.storeOptions())
+		if err != nil {
+			return err
+		}
+		db.stores = append(db.stores, s)
+		db.storeSeq = id + 1
+	}
+	// Only the newest store takes writes; any other that is still open (a
+	// crash between creating a new store and sealing the old one) is sealed.
+	for i, s := range db.stores {
+		if i < len(db.stores)-1 && !s.Sealed() {
+			if err := s.seal(); err != nil {
+				return err
+			}
+		}
+	}
+	if n := len(db.stores); n > 0 && !db.stores[n-1].Sealed() {
+		db.current = db.stores[n-1]
+	}
+	return nil
+}
+
+// Dir is the data directory.
+func (db *DB) Dir() string { return db.dir }
+
+// Stores describes every store, oldest first.
+func (db *DB) Stores() []Info {
+	db.mu.RLock()
+	stores := append([]*Store(nil), db.stores...)
+	db.mu.RUnlock()
+	out := make([]Info, 0, len(stores))
+	for _, s := range stores {
+		out = append(out, s.info())
+	}
+	return out
+}
+
+// SetRetention replaces the retention limits (SIGHUP) and applies them.
+func (db *DB) SetRetention(r Retention) error {
+	db.mu.Lock()
+	db.opt.Retention = r
+	db.mu.Unlock()
+	return db.ApplyRetention()
+}
+
+// writable returns the store taking writes, creating or rotating it when
+// needed. Called only by the committer.
+func (db *DB) writable() (*Store, error) {
+	db.mu.RLock()
+	cur, closed := db.current, db.closed
+	db.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if cur != nil && !db.needsRotation(cur) {
+		return cur, nil
+	}
+	if err := db.Rotate(); err != nil {
+		return nil, err
+	}
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return db.current, nil
+}
+
+func (db *DB) needsRotation(s *Store) bool {
+	s.mu.Lock()
+	failed := s.syncFailed
+	s.mu.Unlock()
+	if failed || s.data.Size() >= db.opt.MaxStoreSize {
+		return true
+	}
+	if db.opt.MaxStoreAge > 0 {
+		s.mu.Lock()
+		created := s.props.Created
+		s.mu.Unlock()
+		if !created.IsZero() && db.opt.Now().Sub(created) >= db.opt.MaxStoreAge && s.data.Size() > chunk.HeaderSize {
+			return true
+		}
+	}
+	return false
+}
+
+// Rotate seals the current store (if any) and starts a new one, then
+// applies retention. The committer calls it; tests and tools may too.
+func (db *DB) Rotate() error {
+	db.retMu.Lock()
+	defer db.retMu.Unlock()
+	db.mu.RLock()
+	cur := db.current
+	db.mu.RUnlock()
+	// Create the new store before sealing the old one: a crash in between
+	// leaves two open stores, and Open seals all but the newest.
+	id := db.storeSeq
+	dir := filepath.Join(db.dir, StoreName(id))
+	s, err := createStore(dir, id, db.storeOptions())
+	if err != nil {
+		return err
+	}
+	db.mu.Lock()
+	db.stores = append(db.stores, s)
+	db.current = s
+	db.storeSeq = id + 1
+	db.mu.Unlock()
+	if cur != nil {
+		if err := cur.seal(); err != nil {
+			// The new store takes writes already; the old one stays open
+			// on disk and is sealed by the next Open.
+			db.log.Error("sealing the previous store failed; it will be sealed at the next start", "store", StoreName(cur.id), "err", err)
+		} else {
+			db.log.Info("rotated store", "sealed", StoreName(cur.id), "new", StoreName(id))
+		}
+	}
+	return db.applyRetentionLocked()
+}
+
+// ApplyRetention deletes the oldest sealed stores beyond the limits.
+func (db *DB) ApplyRetention() error {
+	db.retMu.Lock()
+	defer db.retMu.Unlock()
+	return db.applyRetentionLocked()
+}
+
+func (db *DB) applyRetentionLocked() error {
+	db.mu.RLock()
+	r := db.opt.Retention
+	stores := append([]*Store(nil), db.stores...)
+	db.mu.RUnlock()
+	var sealed []*Store
+	var total int64
+	sizes := map[*Store]int64{}
+	for _, s := range stores {
+		sz := dirSize(s.dir)
+		sizes[s] = sz
+		total += sz
+		if s.Sealed() {
+			sealed = append(sealed, s)
+		}
+	}
+	now := db.opt.Now()
+	count := len(stores)
+	for _, s := range sealed { // oldest first
+		drop := false
+		if r.MaxStores > 0 && count > r.MaxStores {
+			drop = true
+		}
+		if r.MaxTotalSize > 0 && total > r.MaxTotalSize {
+			drop = true
+		}
+		if r.MaxAge > 0 {
+			s.mu.Lock()
+			last := s.lastNS
+			s.mu.Unlock()
+			if last > 0 && now.Sub(time.Unix(0, last)) > r.MaxAge {
+				drop = true
+			}
+		}
+		if !drop {
+			continue
+		}
+		if err := db.deleteStore(s); err != nil {
+			return err
+		}
+		count--
+		total -= sizes[s]
+	}
+	return nil
+}
+
+// deleteStore removes s crash-safely: out of the set, closed once its
+// readers finish, renamed to .deleting-NNNNNN, then removed.
+func (db *DB) deleteStore(s *Store) error {
+	db.mu.Lock()
+	for i, x := range db.stores {
+		if x == s {
+			db.stores = append(db.stores[:i:i], db.stores[i+1:]...)
+			break
+		}
+	}
+	db.mu.Unlock()
+	if err := s.close(); err != nil {
+		db.log.Warn("closing a store for deletion", "store", StoreName(s.id), "err", err)
+	}
+	db.cache.dropStore(s.id)
+	tmp := filepath.Join(db.dir, ".deleting-"+StoreName(s.id))
+	if err := os.Rename(s.dir, tmp); err != nil {
+		return fmt.Errorf("retention: rename %s: %w", s.dir, err)
+	}
+	if err := syncDir(db.dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("retention: remove %s: %w", tmp, err)
+	}
+	db.log.Info("retention deleted store", "store", StoreName(s.id))
+	return nil
+}
+
+// Close stops taking writes, waits for the committer to finish what it
+// holds, flushes and closes every store and releases the lock.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed = true
+	db.mu.Unlock()
+	close(db.stop)
+	<-db.done
+	err := db.closeStores()
+	unlockDir(db.lock)
+	return err
+}
+
+func (db *DB) closeStores() error {
+	var errs []error
+	for _, s := range db.stores {
+		errs = append(errs, s.close())
+	}
+	db.stores, db.current = nil, nil
+	return errors.Join(errs...)
+}
+
+// snapshot returns the open stores (newest first) with each one's reader
+// reference taken; release must be called.
+func (db *DB) snapshot() (stores []*Store, release func()) {
+	db.mu.RLock()
+	for i := len(db.stores) - 1; i >= 0; i-- {
+		s := db.stores[i]
+		s.refs.RLock()
+		stores = append(stores, s)
+	}
+	db.mu.RUnlock()
+	return stores, func() {
+		for _, s := range stores {
+			s.refs.RUnlock()
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package storedir
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ztsd/ztsd/index"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// ErrNotFound is returned for an unknown trace or span.
+var ErrNotFound = errors.New("not found")
+
+// ErrBadCursor is returned for a cursor this DB did not produce.
+var ErrBadCursor = errors.New("bad cursor")
+
+type spanPiece struct {
+	store *Store
+	ref   index.SpanRef
+}
+
+// GetTrace returns every span of a trace, from every chunk of every store,
+// assembled into span trees (roots first, newest root last).
+func (db *DB) GetTrace(ctx context.Context, id trace.TraceID) ([]*trace.Span, error) {
+	spans, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
+	if err != nil {
+		return nil, err
+	}
+	return trace.AssembleTree(spans), nil
+}
+
+// GetSpan returns one span of a trace (all its chunks assembled), with its
+// child spans linked under it.
+func (db *DB) GetSpan(ctx context.Context, id trace.TraceID, spanID trace.SpanID) (*trace.Span, error) {
+	spans, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
+	if err != nil {
+		return nil, err
+	}
+	trace.AssembleTree(spans)
+	for _, sp := range spans {
+		if sp.SpanID == spanID {
+			return sp, nil
+		}
+	}
+	return nil, fmt.Errorf("span %s of trace %s: %w", spanID, id, ErrNotFound)
+}
+
+// getSpans reads every piece listed by refsOf in every store and assembles
+// the pieces of each span; duplicates (the same span and chunk number
+// stored twice) are read once.
+func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error)) ([]*trace.Span, error) {
+	stores, release := db.snapshot()
+	defer release()
+	type pieceKey struct {
+		span  uint64
+		chunk uint32
+	}
+	seen := map[pieceKey]bool{}
+	bySpan := map[uint64][]*trace.Span{}
+	var order []uint64
+	for i := len(stores) - 1; i >= 0; i-- { // oldest store first: chunk order
+		s := stores[i]
+		refs, err := refsOf(s)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
+		}
+		for _, ref := range refs {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			k := pieceKey{ref.SpanID, ref.ChunkNum}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			sp, err := db.readSpan(s, ref.Loc)
+			if err != nil {
+				return nil, fmt.Errorf("trace %s span %016x: %w", id, ref.SpanID, err)
+			}
+			if _, ok := bySpan[ref.SpanID]; !ok {
+				order = append(order, ref.SpanID)
+			}
+			bySpan[ref.SpanID] = append(bySpan[ref.SpanID], sp)
+		}
+	}
+	if len(order) == 0 {
+		return nil, fmt.Errorf("trace %s: %w", id, ErrNotFound)
+	}
+	out := make([]*trace.Span, 0, len(order))
+	for _, sid := range order {
+		pieces := bySpan[sid]
+		if len(pieces) == 1 {
+			out = append(out, pieces[0])
+			continue
+		}
+		sort.SliceStable(pieces, func(i, j int) bool { return pieces[i].ChunkNum < pieces[j].ChunkNum })
+		sp, err := trace.AssembleChunks(pieces)
+		if errors.Is(err, trace.ErrMissingChunks) && sp != nil {
+			// A lost chunk (cut as a torn tail, or in a deleted store):
+			// show what is left rather than nothing.
+			db.log.Warn("span assembled with chunks missing", "trace", id, "span", trace.SpanID(sid), "err", err)
+		} else if err != nil {
+			return nil, fmt.Errorf("trace %s span %016x: %w", id, sid, err)
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+// readSpan reads the span at loc, through the chunk cache.
+func (db *DB) readSpan(s *Store, loc index.Location) (*trace.Span, error) {
+	payload, ok := db.cache.get(s.id, loc.ChunkOffset)
+	if !ok {
+		p, _, err := s.data.ReadChunk(loc.ChunkOffset)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
+		}
+		payload = p
+		db.cache.put(s.id, loc.ChunkOffset, payload)
+	}
+	sp, err := trace.DecodeChunkSpan(payload, int(loc.Index), db.opt.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("store %s chunk at offset %d: %w", StoreName(s.id), loc.ChunkOffset, err)
+	}
+	return sp, nil
+}
+
+// Query is a search. Zero fields do not filter.
+type Query struct {
+	SinceNS, UntilNS int64 // start time range [since, until)
+	MinDurationNS    int64
+	ErrorsOnly       bool
+	Attrs            []trace.Attr // AND of exact matches (value compared as text)
+	Text             string       // case-insensitive substring of any string in the span
+	Spans            bool         // one result per span instead of per trace
+	Limit            int
+	Cursor           string
+}
+
+// Result is one page of search results, newest first.
+type Result struct {
+	Spans []*trace.Span // summaries: no Root, no Children
+	// Cursor continues after the last result; "" when there are no more.
+	Cursor string
+}
+
+// MaxSearchLimit bounds Query.Limit.
+const MaxSearchLimit = 10000
+
+// maxTextIDs bounds how many matching strings a text search follows.
+const maxTextIDs = 4096
+
+type hit struct {
+	store *Store
+	ref   index.SpanRef
+}
+
+func hitLess(a, b hit) bool { // newer first
+	if a.ref.StartNS != b.ref.StartNS {
+		return a.ref.StartNS > b.ref.StartNS
+	}
+	if c := bytes.Compare(a.ref.TraceID[:], b.ref.TraceID[:]); c != 0 {
+		return c > 0
+	}
+	return a.ref.SpanID > b.ref.SpanID
+}
+
+// Search returns spans (or traces) matching q, newest first. In trace mode
+// each trace appears once per page, represented by its newest matching span.
+func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Limit > MaxSearchLimit {
+		return nil, fmt.Errorf("%w: limit %d exceeds %d", ErrInvalid, q.Limit, MaxSearchLimit)
+	}
+	var after *index.Cursor
+	if q.Cursor != "" {
+		c, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &c
+	}
+	stores, release := db.snapshot()
+	defer release()
+	// Each store yields up to limit (+ dedup slack) hits in its order; the
+	// global page is the newest of their union.
+	var all []hit
+	for _, s := range stores {
+		iq, ok, err := db.storeQuery(ctx, s, q, after)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		seenTrace := map[trace.TraceID]bool{}
+		n := 0
+		err = s.meta.Search(ctx, iq, func(h index.Hit) bool {
+			if !q.Spans {
+				if seenTrace[h.TraceID] {
+					return true
+				}
+				seenTrace[h.TraceID] = true
+			}
+			all = append(all, hit{store: s, ref: h.SpanRef})
+			n++
+			return n < q.Limit+1
+		})
+		if err != nil {
+			return nil, fmt.Errorf("store %s: search: %w", StoreName(s.id), err)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return hitLess(all[i], all[j]) })
+	res := &Result{}
+	seen := map[trace.TraceID]bool{}
+	var last hit
+	more := false
+	for _, h := range all {
+		if !q.Spans {
+			if seen[h.ref.TraceID] {
+				continue
+			}
+			seen[h.ref.TraceID] = true
+		}
+		if len(res.Spans) == q.Limit {
+			more = true
+			break
+		}
+		sp, err := db.readSpan(h.store, h.ref.Loc)
+		if err != nil {
+			return nil, err
+		}
+		sp.Root, sp.Children = nil, nil
+		res.Spans = append(res.Spans, sp)
+		last = h
+	}
+	if more {
+		res.Cursor = encodeCursor(index.Cursor{StartNS: last.ref.StartNS, TraceID: last.ref.TraceID, SpanID: last.ref.SpanID})
+	}
+	return res, nil
+}
+
+// storeQuery translates q into s's text ids; ok is false when s cannot
+// match (an attribute or text it has never seen).
+func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cursor) (index.Query, bool, error) {
+	iq := index.Query{SinceNS: q.SinceNS, UntilNS: q.UntilNS, MinDurationNS: q.MinDurationNS,
+		ErrorsOnly: q.ErrorsOnly, After: after}
+	for _, a := range q.Attrs {
+		k, ok, err := s.text.Lookup(a.Key)
+		if err != nil || !ok {
+			return iq, false, err
+		}
+		v, ok, err := s.text.Lookup(a.Value.Text())
+		if err != nil || !ok {
+			return iq, false, err
+		}
+		iq.Attrs = append(iq.Attrs, index.KV{Key: k, Value: v})
+	}
+	if q.Text != "" {
+		ids, truncated, err := s.text.Search(ctx, q.Text, maxTextIDs)
+		if err != nil {
+			return iq, false, fmt.Errorf("store %s: text search: %w", StoreName(s.id), err)
+		}
+		if truncated {
+			return iq, false, fmt.Errorf("%w: text %q matches more than %d distinct strings; make it longer", ErrInvalid, q.Text, maxTextIDs)
+		}
+		if len(ids) == 0 {
+			return iq, false, nil
+		}
+		iq.TextAny = ids
+	}
+	return iq, true, nil
+}
+
+// AttributeValues lists distinct values of an attribute key across stores,
+// sorted, at most limit.
+func (db *DB) AttributeValues(ctx context.Context, key string, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	stores, release := db.snapshot()
+	defer release()
+	set := map[string]bool{}
+	for _, s := range stores {
+		k, ok, err := s.text.Lookup(key)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		ids, err := s.meta.AttrValues(k, limit)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
+		}
+		for _, id := range ids {
+			v, err := s.text.String(id)
+			if err != nil {
+				return nil, fmt.Errorf("store %s: text id %d: %w", StoreName(s.id), id, err)
+			}
+			set[v] = true
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Cursors are opaque to clients: "c1." + base64url(startNS|traceID|spanID).
+func encodeCursor(c index.Cursor) string {
+	var b [32]byte
+	binary.BigEndian.PutUint64(b[0:], uint64(c.StartNS))
+	copy(b[8:], c.TraceID[:])
+	binary.BigEndian.PutUint64(b[24:], c.SpanID)
+	return "c1." + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func decodeCursor(s string) (index.Cursor, error) {
+	var c index.Cursor
+	rest, ok := strings.CutPrefix(s, "c1.")
+	if !ok {
+		return c, fmt.Errorf("%w: %q", ErrBadCursor, s)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil || len(b) != 32 {
+		return c, fmt.Errorf("%w: %q", ErrBadCursor, s)
+	}
+	c.StartNS = int64(binary.BigEndian.Uint64(b[0:]))
+	copy(c.TraceID[:], b[8:24])
+	c.SpanID = binary.BigEndian.Uint64(b[24:])
+	return c, nil
+}

@@ -1,0 +1,532 @@
+package storedir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ztsd/ztsd/chunk"
+	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/index"
+	"github.com/ztsd/ztsd/textindex"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// FormatVersion is the store format this code writes (config.props
+// format_version). Migration upgrades older ones.
+const FormatVersion = 1
+
+// File and directory names inside a store directory.
+const (
+	propsFile   = "config.props"
+	dataFile    = "traces.zts"
+	brokenFile  = "traces.zts.broken"
+	metaDir     = "meta"
+	textDir     = "text"
+	storeDigits = 6
+)
+
+// StoreName returns the directory name of store id: six lower-case hex digits.
+func StoreName(id uint32) string { return fmt.Sprintf("%06x", id) }
+
+// ParseStoreName parses a store directory name; ok is false for anything else.
+func ParseStoreName(name string) (uint32, bool) {
+	if len(name) != storeDigits {
+		return 0, false
+	}
+	for _, c := range name {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseUint(name, 16, 32)
+	return uint32(v), err == nil
+}
+
+// Store is one store directory, open.
+type Store struct {
+	id   uint32
+	dir  string
+	log  *slog.Logger
+	data *chunk.File
+	meta *index.Index
+	text *textindex.Index
+
+	// refs guards against closing a store (retention) while readers use it:
+	// readers hold it shared, close takes it exclusively.
+	refs sync.RWMutex
+
+	mu      sync.Mutex // guards props and the counters below
+	props   config.StoreProps
+	firstNS int64
+	lastNS  int64
+	spans   int64
+	chunks  int64
+	// syncFailed is set when an fsync of the data file failed: what the
+	// kernel dropped cannot be known, so the store takes no more writes
+	// (the committer rotates to a new one).
+	syncFailed bool
+}
+
+// ID is the store number.
+func (s *Store) ID() uint32 { return s.id }
+
+// Dir is the store directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Sealed reports whether the store no longer takes writes.
+func (s *Store) Sealed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.props.State == stateSealed
+}
+
+const (
+	stateOpen   = "open"
+	stateSealed = "sealed"
+)
+
+// storeOptions are the parts of Options a single store needs.
+type storeOptions struct {
+	fs     chunk.FS
+	chunk  chunk.Options
+	limits trace.Limits
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// createStore makes a new, empty store directory.
+func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create store %s: %w", dir, err)
+	}
+	props := config.StoreProps{
+		FormatVersion: FormatVersion,
+		Compression:   opt.chunk.Compression.String(),
+		Checksums:     opt.chunk.Checksums,
+		Created:       opt.now().UTC(),
+		State:         stateOpen,
+	}
+	if err := config.WritePropsFileAtomic(filepath.Join(dir, propsFile), props.ToProps()); err != nil {
+		return nil, fmt.Errorf("create store %s: %w", dir, err)
+	}
+	data, err := chunk.CreateFS(opt.fs, filepath.Join(dir, dataFile), opt.chunk)
+	if err != nil {
+		return nil, fmt.Errorf("create store %s: %w", dir, err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		data.Close()
+		return nil, err
+	}
+	s := &Store{id: id, dir: dir, log: opt.log.With("store", StoreName(id)), data: data, props: props}
+	if err := s.openIndexes(); err != nil {
+		data.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openStore opens an existing store directory, cuts a torn tail and brings
+// both indexes up to the end of the data file.
+func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*Store, error) {
+	log := opt.log.With("store", StoreName(id))
+	propsPath := filepath.Join(dir, propsFile)
+	if removed, err := config.RemoveStaleTemps(propsPath); err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	} else if len(removed) > 0 {
+		log.Info("removed temp files of an interrupted config.props update", "files", removed)
+	}
+	var props config.StoreProps
+	p, err := config.ReadPropsFile(propsPath)
+	switch {
+	case err == nil:
+		props, err = config.StorePropsFrom(p)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %s: %w", dir, propsFile, err)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		// The data file is the source of truth; config.props is rebuilt.
+		log.Warn("config.props missing; rebuilding it from the data file")
+		props = config.StoreProps{FormatVersion: FormatVersion, State: stateOpen, Created: opt.now().UTC()}
+	default:
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	if props.FormatVersion > FormatVersion {
+		return nil, fmt.Errorf("store %s: format version %d is newer than this ztsd supports (%d)", dir, props.FormatVersion, FormatVersion)
+	}
+	if props.FormatVersion < FormatVersion {
+		return nil, fmt.Errorf("store %s: format version %d is older than %d: run `ztsctl migrate`", dir, props.FormatVersion, FormatVersion)
+	}
+	dataPath := filepath.Join(dir, dataFile)
+	data, err := chunk.OpenFS(opt.fs, dataPath)
+	if errors.Is(err, chunk.ErrTornHeader) {
+		// A crash while the file was being created: nothing in it can be
+		// a chunk. Keep its bytes in .broken and start it afresh.
+		var moved int64
+		data, moved, err = chunk.ReinitializeFS(opt.fs, dataPath, opt.chunk, filepath.Join(dir, brokenFile))
+		if err == nil {
+			log.Warn("data file had a torn header; re-initialised it", "bytes_kept_in", brokenFile, "bytes", moved)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	s := &Store{id: id, dir: dir, log: log, data: data, props: props,
+		firstNS: props.FirstTraceNS, lastNS: props.LastTraceNS, chunks: props.Chunks}
+	if props.Compression == "" {
+		s.props.Compression = data.Options().Compression.String()
+		s.props.Checksums = data.Options().Checksums
+	}
+	if err := s.openIndexes(); err != nil {
+		data.Close()
+		return nil, err
+	}
+	if err := s.catchUp(ctx, opt.limits); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) openIndexes() error {
+	var err error
+	s.meta, err = index.Open(filepath.Join(s.dir, metaDir), index.Options{})
+	if err != nil {
+		return fmt.Errorf("store %s: metadata index: %w", s.dir, err)
+	}
+	s.text, err = textindex.Open(filepath.Join(s.dir, textDir), textindex.Options{})
+	if err != nil {
+		s.meta.Close()
+		return fmt.Errorf("store %s: text index: %w", s.dir, err)
+	}
+	return nil
+}
+
+// resetIndexes deletes both indexes and opens empty ones.
+func (s *Store) resetIndexes() error {
+	s.meta.Close()
+	s.text.Close()
+	for _, d := range []string{metaDir, textDir} {
+		if err := os.RemoveAll(filepath.Join(s.dir, d)); err != nil {
+			return fmt.Errorf("store %s: reset index %s: %w", s.dir, d, err)
+		}
+	}
+	return s.openIndexes()
+}
+
+// catchUp cuts a torn tail and re-indexes the chunks past the watermarks.
+func (s *Store) catchUp(ctx context.Context, lim trace.Limits) error {
+	size := s.data.Size()
+	metaWM, err := s.meta.Watermark()
+	if err != nil {
+		return fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	textWM, err := s.text.Watermark()
+	if err != nil {
+		return fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	if metaWM > size || textWM > size {
+		s.log.Warn("an index claims more than the data file holds; rebuilding both",
+			"meta_watermark", metaWM, "text_watermark", textWM, "data_size", size)
+		if err := s.resetIndexes(); err != nil {
+			return err
+		}
+		metaWM, textWM = 0, 0
+	}
+	from := min(metaWM, textWM)
+	if from < chunk.HeaderSize {
+		from = chunk.HeaderSize
+	}
+	start := time.Now()
+	sc := s.data.Scanner()
+	sc.SetOffset(from)
+	indexed := 0
+	var tail *chunk.BadRegion
+	for sc.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		off, payload := sc.Chunk()
+		spans, err := trace.DecodeChunk(payload, lim)
+		if err != nil {
+			s.log.Error("chunk payload does not decode; skipping it (run `ztsctl verify`)", "offset", off, "err", err)
+			continue
+		}
+		if err := s.indexChunk(off, sc.Offset(), spans, off >= metaWM, off >= textWM); err != nil {
+			return err
+		}
+		indexed++
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("store %s: scan from %d: %w", s.dir, from, err)
+	}
+	for _, br := range sc.BadRegions() {
+		br := br
+		if br.Offset+br.Length >= size {
+			tail = &br
+			continue
+		}
+		s.log.Error("bad region in data file skipped (run `ztsctl verify`)", "offset", br.Offset, "length", br.Length, "reason", br.Reason.String())
+	}
+	if tail != nil {
+		moved, err := s.data.TruncateTail(tail.Offset, filepath.Join(s.dir, brokenFile))
+		if err != nil {
+			return fmt.Errorf("store %s: cut torn tail at %d: %w", s.dir, tail.Offset, err)
+		}
+		s.log.Warn("cut torn tail of the data file", "offset", tail.Offset, "bytes", moved, "reason", tail.Reason.String(), "kept_in", brokenFile)
+		if err := s.setWatermarks(tail.Offset); err != nil {
+			return err
+		}
+	} else if from < size {
+		if err := s.setWatermarks(size); err != nil {
+			return err
+		}
+	}
+	if indexed > 0 {
+		s.log.Info("re-indexed data file tail", "from", from, "chunks", indexed, "took", time.Since(start))
+	}
+	return nil
+}
+
+func (s *Store) setWatermarks(off int64) error {
+	mb := s.meta.NewBatch()
+	mb.SetWatermark(off)
+	if err := mb.Commit(); err != nil {
+		return fmt.Errorf("store %s: metadata watermark: %w", s.dir, err)
+	}
+	tb := s.text.NewBatch()
+	tb.SetWatermark(off)
+	if err := tb.Commit(); err != nil {
+		return fmt.Errorf("store %s: text watermark: %w", s.dir, err)
+	}
+	return nil
+}
+
+// indexChunk adds the spans of the chunk at off (ending at next) to the
+// indexes that are behind it and updates the store's counters.
+func (s *Store) indexChunk(off, next int64, spans []*trace.Span, doMeta, doText bool) error {
+	if err := IndexChunk(s.meta, s.text, off, next, spans, doMeta, doText); err != nil {
+		return fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	s.mu.Lock()
+	for _, sp := range spans {
+		if s.firstNS == 0 || sp.StartNS < s.firstNS {
+			s.firstNS = sp.StartNS
+		}
+		if sp.StartNS > s.lastNS {
+			s.lastNS = sp.StartNS
+		}
+	}
+	s.spans += int64(len(spans))
+	s.chunks++
+	s.mu.Unlock()
+	return nil
+}
+
+// IndexChunk adds the spans of the chunk at data-file offset off (the next
+// chunk starts at next) to meta (when doMeta) and text (when doText), and
+// moves their watermarks to next. It is the one function that turns
+// stored spans into index entries — the write path, the catch-up on open
+// and `ztsctl recover` all use it — so text ids come out the same
+// whichever of them built an index. With doText false, text must already
+// hold the chunk's strings (its watermark is past off).
+func IndexChunk(meta *index.Index, text *textindex.Index, off, next int64, spans []*trace.Span, doMeta, doText bool) error {
+	tb := text.NewBatch()
+	var mb *index.Batch
+	if doMeta {
+		mb = meta.NewBatch()
+	}
+	for i, sp := range spans {
+		e := index.SpanEntry{
+			TraceID:    sp.TraceID,
+			SpanID:     uint64(sp.SpanID),
+			ParentID:   uint64(sp.ParentID),
+			ChunkNum:   sp.ChunkNum,
+			StartNS:    sp.StartNS,
+			DurationNS: sp.DurationNS,
+			Error:      sp.Error || sp.Errors > 0,
+			Loc:        index.Location{ChunkOffset: off, Index: uint32(i)},
+		}
+		internSpan(tb, sp, &e)
+		if mb != nil {
+			mb.AddSpan(e)
+		}
+	}
+	if doText {
+		tb.SetWatermark(next)
+		if err := tb.Commit(); err != nil {
+			return fmt.Errorf("text index at chunk %d: %w", off, err)
+		}
+	}
+	if mb != nil {
+		mb.SetWatermark(next)
+		if err := mb.Commit(); err != nil {
+			return fmt.Errorf("metadata index at chunk %d: %w", off, err)
+		}
+	}
+	return nil
+}
+
+// internSpan interns every searchable string of sp into tb, in a fixed
+// order, and fills e.Attrs and e.Texts.
+func internSpan(tb *textindex.Batch, sp *trace.Span, e *index.SpanEntry) {
+	seen := make(map[uint64]struct{}, 16)
+	addText := func(s string) uint64 {
+		if s == "" {
+			return 0
+		}
+		id := tb.Intern(s)
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
+			e.Texts = append(e.Texts, id)
+		}
+		return id
+	}
+	addAttrs := func(attrs trace.Attrs, postings bool) {
+		for _, a := range attrs {
+			k := addText(a.Key)
+			switch a.Value.Kind {
+			case trace.KindList, trace.KindMap:
+				continue
+			}
+			v := addText(a.Value.Text())
+			if postings && k != 0 && v != 0 {
+				e.Attrs = append(e.Attrs, index.KV{Key: k, Value: v})
+			}
+		}
+	}
+	addText(sp.Type)
+	addAttrs(sp.Attrs, true)
+	if sp.Root != nil {
+		sp.Root.Walk(func(r *trace.Record, depth int) bool {
+			addText(r.Method)
+			addAttrs(r.Attrs, depth == 1)
+			for ex := r.Exception; ex != nil; ex = ex.Cause {
+				addText(ex.Class)
+				addText(ex.Message)
+			}
+			return true
+		})
+	}
+}
+
+// seal makes the store read-only: indexes flushed, data fsynced, master
+// checksum written, state=sealed in config.props.
+func (s *Store) seal() error {
+	if s.Sealed() {
+		return nil
+	}
+	if err := s.flushIndexes(); err != nil {
+		return err
+	}
+	master, err := s.data.Seal()
+	if err != nil {
+		return fmt.Errorf("store %s: seal: %w", s.dir, err)
+	}
+	s.mu.Lock()
+	s.props.State = stateSealed
+	s.props.MasterChecksum = master
+	s.mu.Unlock()
+	return s.writeProps()
+}
+
+func (s *Store) flushIndexes() error {
+	if err := s.meta.Flush(); err != nil {
+		return fmt.Errorf("store %s: flush metadata index: %w", s.dir, err)
+	}
+	if err := s.text.Flush(); err != nil {
+		return fmt.Errorf("store %s: flush text index: %w", s.dir, err)
+	}
+	return nil
+}
+
+func (s *Store) writeProps() error {
+	s.mu.Lock()
+	s.props.FirstTraceNS, s.props.LastTraceNS, s.props.Chunks = s.firstNS, s.lastNS, s.chunks
+	p := s.props.ToProps()
+	s.mu.Unlock()
+	if err := config.WritePropsFileAtomic(filepath.Join(s.dir, propsFile), p); err != nil {
+		return fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// close flushes the indexes, records the counters in config.props and
+// closes every file. It waits for readers to finish.
+func (s *Store) close() error {
+	s.refs.Lock()
+	defer s.refs.Unlock()
+	var errs []error
+	if err := s.flushIndexes(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.data.Sync(); err != nil {
+		errs = append(errs, fmt.Errorf("store %s: sync: %w", s.dir, err))
+	}
+	if err := s.writeProps(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, s.meta.Close(), s.text.Close(), s.data.Close())
+	return errors.Join(errs...)
+}
+
+// Info describes a store for `GET /v1/stores`.
+type Info struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	FirstNS int64  `json:"first_ns"`
+	LastNS  int64  `json:"last_ns"`
+	Spans   int64  `json:"spans"`
+	Traces  int64  `json:"traces"`
+	Chunks  int64  `json:"chunks"`
+	Bytes   int64  `json:"bytes"`
+	// IndexLag is how many data-file bytes the metadata index does not
+	// cover yet (non-zero only while a re-index is catching up).
+	IndexLag int64 `json:"index_lag_bytes"`
+}
+
+func (s *Store) info() Info {
+	st := s.meta.Stats()
+	var lag int64
+	if wm, err := s.meta.Watermark(); err == nil && wm < s.data.Size() {
+		lag = s.data.Size() - wm
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Info{IndexLag: lag,
+		ID: StoreName(s.id), State: s.props.State, FirstNS: s.firstNS, LastNS: s.lastNS,
+		Spans: int64(st.Spans), Traces: int64(st.Traces), Chunks: s.chunks, Bytes: dirSize(s.dir),
+	}
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
