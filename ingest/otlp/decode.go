@@ -1,0 +1,241 @@
+package otlp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"syscall"
+	"unicode/utf8"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/ztsd/ztsd/trace"
+)
+
+// Appender is what stores spans: storedir.(*DB).Append satisfies it. It
+// returns only once the spans are durable.
+type Appender interface {
+	Append(ctx context.Context, spans []*trace.Span) error
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxBodySize        = 64 << 20
+	DefaultMaxSpansPerRequest = 100000
+	DefaultMaxInFlight        = 32
+)
+
+// Options configure decoding and the HTTP and gRPC services.
+type Options struct {
+	// MaxBodySize bounds an HTTP body as received and again after gzip
+	// decompression, and (through GRPCServerOptions) a gRPC message.
+	// Zero means DefaultMaxBodySize.
+	MaxBodySize int64
+	// MaxSpansPerRequest bounds the spans of one request; a larger request
+	// is rejected whole (413, RESOURCE_EXHAUSTED). Zero means
+	// DefaultMaxSpansPerRequest.
+	MaxSpansPerRequest int
+	// Limits bound what one span may hold (MaxStringLen, MaxRecords); zero
+	// fields mean trace.DefaultLimits.
+	Limits trace.Limits
+	// Status maps an Append error to an HTTP status and an error code (the
+	// daemon passes server.StatusOf). Nil means a mapping that knows only
+	// context errors and ENOSPC/EDQUOT (503) and answers 500 otherwise.
+	Status func(error) (int, string)
+	// Logger receives rejected spans (debug) and failed appends (error).
+	// Nil discards.
+	Logger *slog.Logger
+	// MaxInFlight bounds the requests one handler or service decodes and
+	// appends at a time; further requests are answered 429 (gRPC
+	// RESOURCE_EXHAUSTED with RetryInfo) at once. Zero means
+	// DefaultMaxInFlight, negative means unbounded.
+	MaxInFlight int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxBodySize <= 0 {
+		o.MaxBodySize = DefaultMaxBodySize
+	}
+	if o.MaxSpansPerRequest <= 0 {
+		o.MaxSpansPerRequest = DefaultMaxSpansPerRequest
+	}
+	d := trace.DefaultLimits()
+	if o.Limits.MaxDepth <= 0 {
+		o.Limits.MaxDepth = d.MaxDepth
+	}
+	if o.Limits.MaxRecords <= 0 {
+		o.Limits.MaxRecords = d.MaxRecords
+	}
+	if o.Limits.MaxStringLen <= 0 {
+		o.Limits.MaxStringLen = d.MaxStringLen
+	}
+	if o.Status == nil {
+		o.Status = defaultStatus
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	return o
+}
+
+func defaultStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return http.StatusServiceUnavailable, "disk_full"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "timeout"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+// Errors a request can fail with as a whole; callers branch with errors.Is.
+var (
+	// ErrMalformed marks a body that cannot be decoded (HTTP 400, gRPC
+	// INVALID_ARGUMENT).
+	ErrMalformed = errors.New("malformed OTLP request")
+	// ErrTooLarge marks a body or request beyond Options.MaxBodySize or
+	// Options.MaxSpansPerRequest (HTTP 413, gRPC RESOURCE_EXHAUSTED).
+	ErrTooLarge = errors.New("OTLP request too large")
+	// ErrUnsupportedMediaType marks a content type or content encoding
+	// other than OTLP's (HTTP 415).
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
+)
+
+// Media types of OTLP/HTTP bodies.
+const (
+	ContentTypeProtobuf = "application/x-protobuf"
+	ContentTypeJSON     = "application/json"
+)
+
+// bodyEncoding is how a request body (and its response) is encoded.
+type bodyEncoding uint8
+
+const (
+	encodingProtobuf bodyEncoding = iota + 1
+	encodingJSON
+)
+
+// parseContentType returns the encoding named by a Content-Type header.
+func parseContentType(contentType string) (bodyEncoding, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return 0, fmt.Errorf("%w: content type %q: %v", ErrUnsupportedMediaType, contentType, err)
+	}
+	switch mt {
+	case ContentTypeProtobuf, "application/protobuf":
+		return encodingProtobuf, nil
+	case ContentTypeJSON:
+		return encodingJSON, nil
+	}
+	return 0, fmt.Errorf("%w: content type %q: OTLP takes %s or %s", ErrUnsupportedMediaType, mt, ContentTypeProtobuf, ContentTypeJSON)
+}
+
+// IsOTLPContentType reports whether a Content-Type header names an OTLP body
+// (binary protobuf or OTLP JSON), so that a router can send POST /v1/traces
+// here and keep Trace JSON lines and CBOR for itself.
+func IsOTLPContentType(contentType string) bool {
+	_, err := parseContentType(contentType)
+	return err == nil
+}
+
+// Decode decodes an ExportTraceServiceRequest body (binary protobuf or OTLP
+// JSON, as contentType says; the body must already be decompressed) and maps
+// it onto trace spans. Spans that cannot be stored are left out and counted
+// in rejected, with the reasons in msg. An undecodable body, a content type
+// other than OTLP's or more spans than opt.MaxSpansPerRequest is an error
+// (ErrMalformed, ErrUnsupportedMediaType, ErrTooLarge) and returns no spans.
+func Decode(body []byte, contentType string, opt Options) (spans []*trace.Span, rejected int64, msg string, err error) {
+	enc, err := parseContentType(contentType)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return decodeBody(body, enc, opt.withDefaults())
+}
+
+func decodeBody(body []byte, enc bodyEncoding, opt Options) ([]*trace.Span, int64, string, error) {
+	if int64(len(body)) > opt.MaxBodySize {
+		return nil, 0, "", fmt.Errorf("%w: body of %d bytes, limit %d", ErrTooLarge, len(body), opt.MaxBodySize)
+	}
+	var (
+		req    *collectortrace.ExportTraceServiceRequest
+		badIDs map[*tracepb.Span]string
+		err    error
+	)
+	switch enc {
+	case encodingProtobuf:
+		req, err = unmarshalProtobuf(body)
+	case encodingJSON:
+		req, badIDs, err = unmarshalJSON(body)
+	default:
+		err = fmt.Errorf("%w: unknown body encoding %d", ErrUnsupportedMediaType, enc)
+	}
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return mapRequest(req, badIDs, opt)
+}
+
+// unmarshalProtobuf decodes a binary ExportTraceServiceRequest. On failure
+// it walks the bytes along the message descriptors to name the offset of the
+// first malformed field.
+func unmarshalProtobuf(body []byte) (*collectortrace.ExportTraceServiceRequest, error) {
+	req := new(collectortrace.ExportTraceServiceRequest)
+	if err := proto.Unmarshal(body, req); err != nil {
+		if off, why := locateProtoError(body, req.ProtoReflect().Descriptor(), 0, 0); off >= 0 {
+			return nil, fmt.Errorf("%w: protobuf at offset %d: %s", ErrMalformed, off, why)
+		}
+		return nil, fmt.Errorf("%w: protobuf: %v", ErrMalformed, err)
+	}
+	return req, nil
+}
+
+// maxProtoNesting bounds the descriptor walk of locateProtoError (the
+// protobuf runtime's own recursion limit is 10000).
+const maxProtoNesting = 10000
+
+// locateProtoError walks b as a message of type md and returns the offset
+// (counted from the start of the body, base being b's) of the first field
+// that the protobuf runtime rejects, with the reason; -1 when it finds none.
+func locateProtoError(b []byte, md protoreflect.MessageDescriptor, base, depth int) (int, string) {
+	if depth > maxProtoNesting {
+		return base, fmt.Sprintf("messages nested deeper than %d", maxProtoNesting)
+	}
+	for off := 0; off < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[off:])
+		if n < 0 {
+			return base + off, fmt.Sprintf("field tag: %v", protowire.ParseError(n))
+		}
+		fd := md.Fields().ByNumber(num)
+		val := b[off+n:]
+		m := protowire.ConsumeFieldValue(num, typ, val)
+		if m < 0 {
+			return base + off, fmt.Sprintf("field %d (wire type %d): %v", num, typ, protowire.ParseError(m))
+		}
+		if fd != nil && typ == protowire.BytesType {
+			inner, ln := protowire.ConsumeBytes(val)
+			start := base + off + n + ln - len(inner)
+			switch fd.Kind() {
+			case protoreflect.MessageKind:
+				if o, why := locateProtoError(inner, fd.Message(), start, depth+1); o >= 0 {
+					return o, fmt.Sprintf("%s: %s", fd.Name(), why)
+				}
+			case protoreflect.StringKind:
+				if !utf8.Valid(inner) {
+					return start, fmt.Sprintf("%s: string is not valid UTF-8", fd.Name())
+				}
+			}
+		}
+		off += n + m
+	}
+	return -1, ""
+}

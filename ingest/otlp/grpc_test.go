@@ -1,0 +1,167 @@
+package otlp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+func grpcClient(t *testing.T, addr string) collectortrace.TraceServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return collectortrace.NewTraceServiceClient(conn)
+}
+
+// retryDelay returns the RetryInfo delay of a status, or -1.
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return -1
+}
+
+// TestGRPCResponses covers the gRPC status of each outcome and that no
+// failing request stores anything.
+func TestGRPCResponses(t *testing.T) {
+	tooMany := &collectortrace.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{
+		Spans: []*tracepb.Span{{}, {}, {}, {}, {}, {}, {}}}}}}}
+	big := sampleRequest()
+	big.ResourceSpans[0].ScopeSpans[0].Spans[0].Name = strings.Repeat("n", 70<<10)
+	for _, tc := range []struct {
+		name      string
+		req       *collectortrace.ExportTraceServiceRequest
+		appendErr error
+		gzip      bool
+		code      codes.Code
+		retry     time.Duration
+		msg       string
+		stored    int
+		rejected  int64
+	}{
+		{name: "ok", req: sampleRequest(), code: codes.OK, stored: 4},
+		{name: "ok gzip", req: sampleRequest(), gzip: true, code: codes.OK, stored: 4},
+		{name: "partial success", req: rejectingRequest(), code: codes.OK, stored: 4, rejected: 2, msg: "2 of 6 spans rejected"},
+		{name: "too many spans", req: tooMany, code: codes.ResourceExhausted, retry: -1, msg: "7 spans, limit 6"},
+		{name: "message too large", req: big, code: codes.ResourceExhausted, retry: -1, msg: "larger than max"},
+		{name: "gzip bomb", req: big, gzip: true, code: codes.ResourceExhausted, retry: -1, msg: "after decompression"},
+		{name: "disk full", req: sampleRequest(), appendErr: fmt.Errorf("fsync: %w", syscall.ENOSPC), code: codes.Unavailable, retry: 10 * time.Second, msg: "disk_full"},
+		{name: "overloaded store", req: sampleRequest(), appendErr: errOverloaded, code: codes.ResourceExhausted, retry: time.Second, msg: "commit queue full"},
+		{name: "store rejects", req: sampleRequest(), appendErr: errInvalid, code: codes.InvalidArgument, retry: -1, msg: "bad_request: invalid span"},
+		{name: "store fails", req: sampleRequest(), appendErr: errFailingAppend, code: codes.Internal, retry: -1, msg: "append failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := &recordingAppender{err: tc.appendErr}
+			opt := Options{MaxBodySize: 64 << 10, MaxSpansPerRequest: 6, Status: statusMapper}
+			client := grpcClient(t, startGRPC(t, "tcp", app, opt))
+			var callOpts []grpc.CallOption
+			if tc.gzip {
+				callOpts = append(callOpts, grpc.UseCompressor("gzip"))
+			}
+			resp, err := client.Export(context.Background(), tc.req, callOpts...)
+			st := status.Convert(err)
+			if st.Code() != tc.code {
+				t.Fatalf("code %v (%s), want %v", st.Code(), st.Message(), tc.code)
+			}
+			if err != nil {
+				if d := retryDelay(st); d != tc.retry {
+					t.Errorf("retry delay %v, want %v", d, tc.retry)
+				}
+				if !strings.Contains(st.Message(), tc.msg) {
+					t.Errorf("message %q does not contain %q", st.Message(), tc.msg)
+				}
+			} else {
+				ps := resp.GetPartialSuccess()
+				if ps.GetRejectedSpans() != tc.rejected || !strings.Contains(ps.GetErrorMessage(), tc.msg) {
+					t.Errorf("partial success %v", ps)
+				}
+			}
+			if got := len(app.stored()); got != tc.stored {
+				t.Errorf("%d spans stored, want %d", got, tc.stored)
+			}
+		})
+	}
+}
+
+// TestGRPCOverloaded answers RESOURCE_EXHAUSTED with RetryInfo while
+// MaxInFlight requests are being appended.
+func TestGRPCOverloaded(t *testing.T) {
+	app := &recordingAppender{block: make(chan struct{}), entered: make(chan struct{}, 1)}
+	client := grpcClient(t, startGRPC(t, "tcp", app, Options{MaxInFlight: 1}))
+	first := make(chan error, 1)
+	go func() {
+		_, err := client.Export(context.Background(), sampleRequest())
+		first <- err
+	}()
+	<-app.entered
+	_, err := client.Export(context.Background(), sampleRequest())
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || retryDelay(st) != time.Second {
+		t.Errorf("second request: %v, retry %v", st, retryDelay(st))
+	}
+	close(app.block)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	app.entered = nil
+	if _, err := client.Export(context.Background(), sampleRequest()); err != nil {
+		t.Errorf("after the first finished: %v", err)
+	}
+}
+
+// TestGRPCDeadline: a client deadline that expires while appending ends
+// the call with DEADLINE_EXCEEDED and stores nothing.
+func TestGRPCDeadline(t *testing.T) {
+	app := &recordingAppender{block: make(chan struct{})}
+	defer close(app.block)
+	client := grpcClient(t, startGRPC(t, "tcp", app, Options{Status: statusMapper}))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := client.Export(ctx, sampleRequest())
+	if status.Code(err) != codes.DeadlineExceeded || len(app.stored()) != 0 {
+		t.Fatalf("%v, %d stored", err, len(app.stored()))
+	}
+}
+
+// TestGRPCEqualsHTTP: the same request gives the same spans over gRPC as
+// over HTTP.
+func TestGRPCEqualsHTTP(t *testing.T) {
+	req := sampleRequest()
+	body, _ := proto.Marshal(req)
+	want, _, _, err := Decode(body, ContentTypeProtobuf, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &recordingAppender{}
+	if _, err := grpcClient(t, startGRPC(t, "tcp", app, Options{})).Export(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got := app.stored()
+	if len(got) != len(want) {
+		t.Fatalf("%d spans, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !want[i].Equal(got[i]) {
+			t.Errorf("span %d differs", i)
+		}
+	}
+}
