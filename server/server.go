@@ -226,7 +226,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 		spans, err = decodeJSONLines(body, lim)
 	case "application/cbor":
 		spans, err = decodeCBOR(body, lim)
-	case "application/x-protobuf", "application/json":
+	case "application/x-protobuf", "application/json", "application/protobuf":
 		if s.otlp == nil {
 			return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 				Msg: "OTLP ingest is not enabled in this daemon"}

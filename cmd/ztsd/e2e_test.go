@@ -318,7 +318,7 @@ func rawRequest(t testing.TB, socket, method, path, ctype string, body io.Reader
 // TestBadRequestsChangeNothing: each bad request gets its status and a
 // clear JSON error, and the store's contents are unchanged.
 func TestBadRequestsChangeNothing(t *testing.T) {
-	d := daemontest.New(t, "[limits]\nmax_body_size = \"64KiB\"\nmax_traces_per_request = 50")
+	d := daemontest.New(t, "[limits]\nmax_body_size = \"64KiB\"\nmax_string_size = \"16KiB\"\nmax_traces_per_request = 50")
 	d.Start()
 	spans := workload.Spans(14, 40)
 	if err := d.Client.Put(context.Background(), spans...); err != nil {
@@ -336,7 +336,11 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	before := snapshot()
 	good := string(marshalLines(t, workload.Spans(15, 1)))
 	cbor, _ := trace.EncodeChunk(nil, workload.Spans(16, 2))
-	big := strings.Repeat(good, 200)
+	var bigAttrs []string
+	for i := 0; i < 10; i++ {
+		bigAttrs = append(bigAttrs, fmt.Sprintf("%q:%q", fmt.Sprintf("a%d", i), strings.Repeat("x", 10000)))
+	}
+	big := `{"trace_id":"0102030405060708090a0b0c0d0e0f10","attrs":{` + strings.Join(bigAttrs, ",") + "}}\n"
 	many := string(marshalLines(t, workload.Spans(17, 60)))
 	cases := []struct {
 		name, method, path, ctype, body string
@@ -447,7 +451,7 @@ func TestSIGTERMUnderLoadLosesNothing(t *testing.T) {
 
 // TestSIGHUPAppliesRetention: a new retention limit takes effect on reload.
 func TestSIGHUPAppliesRetention(t *testing.T) {
-	d := daemontest.New(t, "[store]\nmax_store_size = \"64KiB\"")
+	d := daemontest.New(t, "[store]\nmax_store_size = \"32KiB\"\nchunk_target_size = \"8KiB\"")
 	d.Start()
 	spans := workload.Spans(20, 3000)
 	for i := 0; i < len(spans); i += 100 {
@@ -459,7 +463,7 @@ func TestSIGHUPAppliesRetention(t *testing.T) {
 	if len(stores) < 4 {
 		t.Fatalf("want ≥ 4 stores before retention, got %d", len(stores))
 	}
-	d.WriteConfig("[store]\nmax_store_size = \"64KiB\"\n[retention]\nmax_stores = 2")
+	d.WriteConfig("[store]\nmax_store_size = \"32KiB\"\nchunk_target_size = \"8KiB\"\n[retention]\nmax_stores = 2")
 	d.Signal(syscall.SIGHUP)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -485,6 +489,7 @@ func TestSocketActivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	f, err := l.(*net.UnixListener).File()
 	if err != nil {
 		t.Fatal(err)

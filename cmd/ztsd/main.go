@@ -23,15 +23,18 @@ import (
 	"os/signal"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/ingest/otlp"
 	"github.com/ztsd/ztsd/ingest/zorka"
 	"github.com/ztsd/ztsd/server"
 	"github.com/ztsd/ztsd/storedir"
@@ -207,8 +210,25 @@ func (d *daemonState) serve() error {
 	d.log.Info("stores open", "data_dir", d.cfg.DataDir, "stores", len(d.db.Stores()), "took", time.Since(t0).Round(time.Millisecond))
 
 	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout)})
+	otlpOpt := otlp.Options{MaxBodySize: int64(d.cfg.Limits.MaxBodySize), MaxSpansPerRequest: d.cfg.Limits.MaxTracesPerRequest,
+		Limits: decodeLimits(d.cfg), Status: server.StatusOf, Logger: d.log}
 	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
-		Zorka: sessions})
+		Zorka: sessions, OTLP: otlp.NewHTTPHandler(d.db, otlpOpt)})
+	if d.cfg.OTLPGRPCListen != "" {
+		gl, err := listenGRPC(d.cfg.OTLPGRPCListen)
+		if err != nil {
+			return err
+		}
+		gs := grpc.NewServer(otlp.GRPCServerOptions(otlpOpt)...)
+		otlp.Register(gs, d.db, otlpOpt)
+		go func() {
+			if err := gs.Serve(gl); err != nil {
+				d.log.Error("OTLP/gRPC listener stopped", "err", err)
+			}
+		}()
+		defer gs.GracefulStop()
+		d.log.Info("listening for OTLP/gRPC", "addr", gl.Addr().String())
+	}
 	go func() {
 		t := time.NewTicker(30 * time.Second)
 		defer t.Stop()
@@ -377,6 +397,19 @@ func (d *daemonState) listen() ([]net.Listener, func(), error) {
 		d.log.Info("listening", "tcp", tl.Addr().String())
 	}
 	return ls, cleanup, nil
+}
+
+// listenGRPC opens the OTLP/gRPC listener: "unix:/path" for a unix socket
+// (a stale file is replaced as for the API socket), else a TCP address.
+func listenGRPC(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return listenUnix(path, "0660", "")
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("otlp_grpc_listen %s: %w", addr, err)
+	}
+	return l, nil
 }
 
 // listenUnix creates the socket, removing a stale socket file only when no
