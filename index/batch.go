@@ -1,0 +1,298 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/ztsd/ztsd/index/kv"
+	"github.com/ztsd/ztsd/index/postings"
+)
+
+// Batch collects entries and a watermark and writes them atomically on
+// Commit. It is not safe for concurrent use. A Batch that is never
+// committed leaves no trace.
+type Batch struct {
+	ix   *Index
+	base uint64 // sequence number of the batch's first entry
+
+	entries []traceRec
+	cols    []colEntry
+	rows    []row
+	err     error
+
+	hasWatermark bool
+	watermark    int64
+}
+
+// postKey names a posting list of one block: an attribute ('a', key a,
+// value b) or a text ('w', id a).
+type postKey struct {
+	prefix byte
+	a, b   uint64
+}
+
+// blockPostings are the posting lists of one block being built.
+type blockPostings map[postKey][]uint32
+
+// add adds the entry at offset off with row r: one posting per attribute,
+// and one per text that is not also an attribute value of the entry (those
+// are found through the attribute's list, see Query.TextAny).
+func (p blockPostings) add(off uint32, r row) {
+	for _, kv := range r.attrs {
+		k := postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}
+		p[k] = append(p[k], off)
+	}
+texts:
+	for _, t := range r.texts {
+		for _, kv := range r.attrs {
+			if kv.Value == t {
+				continue texts
+			}
+		}
+		k := postKey{prefix: prefixText, a: t}
+		p[k] = append(p[k], off)
+	}
+}
+
+// NewBatch starts a batch whose entries follow everything committed so far.
+func (ix *Index) NewBatch() *Batch {
+	ix.mu.RLock()
+	base := ix.spans
+	ix.mu.RUnlock()
+	return &Batch{ix: ix, base: base}
+}
+
+// Len returns the number of entries added.
+func (b *Batch) Len() int { return len(b.entries) }
+
+// AddSpan adds one entry (one chunk of one span). Its slices are not
+// retained; repeated attributes and texts count once. An invalid entry
+// (negative chunk offset) makes Commit fail.
+func (b *Batch) AddSpan(e SpanEntry) {
+	if b.err != nil {
+		return
+	}
+	seq := b.base + uint64(len(b.entries))
+	if e.Loc.ChunkOffset < 0 {
+		b.err = fmt.Errorf("span %x/%016x: negative chunk offset %d", e.TraceID, e.SpanID, e.Loc.ChunkOffset)
+		return
+	}
+	if seq == math.MaxUint64 {
+		b.err = errors.New("sequence numbers exhausted")
+		return
+	}
+	b.entries = append(b.entries, traceRec{seq: seq, ref: SpanRef{
+		TraceID: e.TraceID, SpanID: e.SpanID, ParentID: e.ParentID, ChunkNum: e.ChunkNum,
+		Loc: e.Loc, StartNS: e.StartNS, DurationNS: e.DurationNS, Error: e.Error,
+	}})
+	b.cols = append(b.cols, colEntry{start: e.StartNS, flags: colFlags(e.Error, e.DurationNS)})
+	b.rows = append(b.rows, row{attrs: distinct(e.Attrs), texts: distinct(e.Texts)})
+}
+
+// distinct returns a copy of s without repeated elements, in order.
+func distinct[T comparable](s []T) []T {
+	out := make([]T, 0, len(s))
+	if len(s) > 32 {
+		seen := make(map[T]struct{}, len(s))
+		for _, x := range s {
+			if _, ok := seen[x]; !ok {
+				seen[x] = struct{}{}
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	for _, x := range s {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// SetWatermark records the data-file offset up to which the index is
+// complete once this batch is committed.
+func (b *Batch) SetWatermark(off int64) {
+	b.hasWatermark = true
+	b.watermark = off
+}
+
+// Commit writes the batch atomically (without syncing: the index is
+// rebuildable from the data file, see the package documentation).
+//
+// Per batch it writes the trace records, trace-id runs, time column and
+// rows of the open block, and the state record; when a block fills up it
+// writes the block's posting lists and summary and deletes its rows.
+func (b *Batch) Commit() error {
+	ix := b.ix
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
+	if b.err != nil {
+		return fmt.Errorf("index %s: commit: %w", ix.dir, b.err)
+	}
+	if ix.readOnly {
+		return fmt.Errorf("index %s: commit: %w", ix.dir, ErrReadOnly)
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	ix.mu.RLock()
+	st := state{spans: ix.spans, traces: ix.traces, watermark: ix.watermark, tail: ix.tail}
+	sealed := ix.sealed
+	ix.mu.RUnlock()
+	if st.spans != b.base {
+		return fmt.Errorf("index %s: commit: %w", ix.dir, ErrBatchConflict)
+	}
+	wb := &kv.Batch{}
+	var key, val []byte
+
+	// Trace records, and the count of traces not seen before.
+	byTrace := make(map[[16]byte][]traceRec)
+	var order [][16]byte
+	for _, r := range b.entries {
+		id := r.ref.TraceID
+		if _, ok := byTrace[id]; !ok {
+			order = append(order, id)
+		}
+		byTrace[id] = append(byTrace[id], r)
+	}
+	newTraces := 0
+	var probe *kv.PointReader
+	defer func() {
+		if probe != nil {
+			probe.Close()
+		}
+	}()
+	for _, id := range order {
+		key = traceKey(key[:0], id)
+		if !ix.recent.contains(id) {
+			if probe == nil {
+				var err error
+				if probe, err = kv.NewPointReader(ix.db); err != nil {
+					return fmt.Errorf("index %s: commit: %w", ix.dir, err)
+				}
+			}
+			_, found, err := probe.Get(key)
+			if err != nil {
+				return fmt.Errorf("index %s: commit: trace %x: %w", ix.dir, id, err)
+			}
+			if !found {
+				newTraces++
+			}
+		}
+		wb.Merge(key, appendTraceOperand(val[:0], byTrace[id]))
+	}
+
+	// Trace ids by sequence number, per group of 64.
+	var runs []traceRun
+	for i := 0; i < len(b.entries); {
+		seq := b.entries[i].seq
+		group := seq >> seqGroupShift
+		end := min(len(b.entries), i+int((group+1)<<seqGroupShift-seq))
+		runs = runs[:0]
+		for _, r := range b.entries[i:end] {
+			if n := len(runs); n > 0 && runs[n-1].id == r.ref.TraceID {
+				runs[n-1].n++
+			} else {
+				runs = append(runs, traceRun{id: r.ref.TraceID, n: 1})
+			}
+		}
+		wb.Merge(numKey(key[:0], prefixSeqs, group), appendSeqOperand(val[:0], uint32(seq&(1<<seqGroupShift-1)), runs))
+		i = end
+	}
+
+	// Per block: time column; rows while the block is open; posting lists,
+	// summary and the rows' deletion when it fills up.
+	newSealed, tail := sealed, st.tail
+	var newPairs []KV
+	var openRows []row // rows added to the open block that stays open
+	mask := uint64(ix.blockSize - 1)
+	for i := 0; i < len(b.entries); {
+		seq := b.entries[i].seq
+		blk, firstOff := seq>>ix.blockShift, uint32(seq&mask)
+		end := min(len(b.entries), i+int(uint64(ix.blockSize)-uint64(firstOff)))
+		wb.Merge(numKey(key[:0], prefixColumn, blk), appendColumnOperand(val[:0], firstOff, b.cols[i:end]))
+		s := tail
+		if s.n == 0 {
+			s = blockSummary{minStart: math.MaxInt64, maxStart: math.MinInt64}
+		}
+		for _, c := range b.cols[i:end] {
+			s.minStart = min(s.minStart, c.start)
+			s.maxStart = max(s.maxStart, c.start)
+		}
+		s.n += uint32(end - i)
+		if s.n < ix.blockSize {
+			wb.Merge(numKey(key[:0], prefixRows, blk), appendRowsOperand(val[:0], firstOff, b.rows[i:end]))
+			tail, openRows = s, b.rows[i:end]
+			i = end
+			continue
+		}
+		// The block is full: write its posting lists once.
+		posts := make(blockPostings)
+		if firstOff > 0 {
+			for k, offs := range ix.tailPosts {
+				posts[k] = slices.Clip(offs) // appending copies: ix.tailPosts stays as is
+			}
+			wb.Delete(numKey(key[:0], prefixRows, blk))
+		}
+		for j, r := range b.rows[i:end] {
+			posts.add(firstOff+uint32(j), r)
+		}
+		for k, offs := range posts {
+			wb.Set(postingKey(key[:0], k.prefix, k.a, k.b, blk), postings.Append(val[:0], offs))
+			if k.prefix == prefixAttr && !ix.pairs.contains(KV{k.a, k.b}) {
+				newPairs = append(newPairs, KV{k.a, k.b})
+				wb.Set(valueKey(key[:0], k.b, k.a), nil)
+			}
+		}
+		wb.Set(numKey(key[:0], prefixBlock, blk), appendSummary(val[:0], s))
+		// Appending beyond the readers' length never touches what they see.
+		newSealed = append(newSealed, s)
+		tail = blockSummary{}
+		i = end
+	}
+
+	// State record.
+	newState := state{spans: st.spans + uint64(len(b.entries)), traces: st.traces + uint64(newTraces),
+		watermark: st.watermark, tail: tail}
+	if b.hasWatermark {
+		newState.watermark = b.watermark
+	}
+	wb.Set(keyState, appendState(nil, newState))
+	if err := wb.Commit(ix.db); err != nil {
+		return fmt.Errorf("index %s: commit: %w", ix.dir, err)
+	}
+
+	// Committed: update the writer's memory, then the readers' view.
+	for _, id := range order {
+		ix.recent.add(id)
+	}
+	for _, kv := range newPairs {
+		ix.pairs.add(kv)
+	}
+	if len(newSealed) > len(sealed) {
+		ix.tailPosts = make(blockPostings)
+	}
+	if openRows != nil {
+		firstOff := tail.n - uint32(len(openRows))
+		for j, r := range openRows {
+			ix.tailPosts.add(firstOff+uint32(j), r)
+		}
+	}
+	order2 := ix.order
+	if len(newSealed)-order2.upto >= rebuildEvery {
+		order2 = buildOrder(order2, newSealed)
+	}
+	ix.mu.Lock()
+	ix.spans, ix.traces, ix.watermark = newState.spans, newState.traces, newState.watermark
+	ix.sealed, ix.tail, ix.order = newSealed, tail, order2
+	ix.mu.Unlock()
+
+	// The batch is spent: a second Commit conflicts.
+	b.entries, b.cols, b.rows = nil, nil, nil
+	b.base = math.MaxUint64
+	return nil
+}

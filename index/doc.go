@@ -1,0 +1,54 @@
+// Package index owns a store's metadata index (the store's meta/ directory):
+// the Pebble database that maps trace ids to the data-file locations of
+// their spans and answers searches by time, duration, error flag, attribute
+// and text.
+//
+// # Model
+//
+// The store's single writer (storedir) feeds the index one SpanEntry per
+// span chunk it appends to the data file, in data-file order, through a
+// Batch; Commit writes the batch atomically together with the watermark (the
+// data-file offset up to which the index is complete) and the counters.
+// Pebble runs without its WAL: after a crash the index holds a prefix of the
+// committed batches, its watermark says which, and the writer re-indexes the
+// data file from there. Everything stored is derived from the data file and
+// from the order of AddSpan calls, so rebuilding yields the same index.
+//
+// Each entry gets a sequence number, dense from 0 in AddSpan order. Entries
+// are grouped into blocks of 1<<BlockShift consecutive sequence numbers;
+// secondary structures are per block and refer to an entry by its offset in
+// the block, which keeps them small:
+//
+//   - 't' traceID → the records of every entry of the trace (span id,
+//     parent, chunk number, location, start, duration, error); the answer to
+//     TraceSpans and Span in one point lookup.
+//   - 'q' group → the trace ids of 64 consecutive sequence numbers, to turn
+//     a search candidate back into its trace.
+//   - 'c' block → the time column: start time, error bit and duration class
+//     of every entry of the block, in sequence order.
+//   - 'b' block → the block summary (entry count, min and max start), kept in
+//     memory: searches visit blocks in descending max-start order.
+//   - 'a' key value block, 'w' text block → posting lists (block offsets).
+//   - 'm' → format record, counters, watermark.
+//
+// Multi-entry values are written with Pebble merge operations (one operand
+// per batch) and compacted by the package's merge operator. The exact byte
+// layout is in docs/format/index-keys.md.
+//
+// # Search
+//
+// Search returns entries newest first (StartNS desc, then trace id desc,
+// span id desc), one hit per (StartNS, trace id, span id): when several
+// chunks of one span match, the hit is the lowest chunk number. It visits
+// blocks in descending max-start order, finds candidates in each block by
+// intersecting posting lists (attributes AND, texts OR), filters them with
+// the time column, and emits a candidate once no unvisited block can hold a
+// newer one. Blocks that a rare attribute or text does not occur in are
+// skipped without being read.
+//
+// # Concurrency
+//
+// One writer (one Batch at a time; a Batch is not safe for concurrent use)
+// and any number of concurrent readers. A reader sees a consistent prefix
+// of committed batches as of the start of its call.
+package index

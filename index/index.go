@@ -1,0 +1,605 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/ztsd/ztsd/index/kv"
+)
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = errors.New("index closed")
+
+// ErrReadOnly is returned by Commit on an index opened with OpenReadOnly.
+var ErrReadOnly = errors.New("index opened read-only")
+
+// ErrNoIndex is returned by OpenReadOnly when dir holds no index.
+var ErrNoIndex = errors.New("no index")
+
+// ErrBatchConflict is returned by Commit when another batch was committed
+// after this one was created: the index has a single writer.
+var ErrBatchConflict = errors.New("index batch conflicts with a batch committed after it was created")
+
+// Location is where a span chunk is in the data file.
+type Location struct {
+	ChunkOffset int64  // offset of the chunk in the data file
+	Index       uint32 // the span's index inside the chunk
+}
+
+// KV is an attribute as text-index ids.
+type KV struct{ Key, Value uint64 }
+
+// SpanEntry is what the writer indexes for one chunk of one span.
+type SpanEntry struct {
+	TraceID    [16]byte
+	SpanID     uint64
+	ParentID   uint64 // 0 for a root span
+	ChunkNum   uint32
+	StartNS    int64
+	DurationNS int64
+	Error      bool // span error flag OR errors > 0
+	Loc        Location
+	Attrs      []KV     // text ids of the span's attributes
+	Texts      []uint64 // distinct text ids of every string of the span
+}
+
+// SpanRef is one stored entry: enough to fetch the span chunk from the data
+// file and to order and filter it.
+type SpanRef struct {
+	TraceID    [16]byte
+	SpanID     uint64
+	ParentID   uint64
+	ChunkNum   uint32
+	Loc        Location
+	StartNS    int64
+	DurationNS int64
+	Error      bool
+}
+
+// Options configure Open.
+type Options struct {
+	// CacheBytes bounds Pebble's block cache; 0 means 32 MiB. (Memtables
+	// take up to another 32 MiB.)
+	CacheBytes int64
+	// BlockShift sets 1<<BlockShift entries per block when the index is
+	// created (MinBlockShift..MaxBlockShift, 0 means DefaultBlockShift). An
+	// existing index keeps the value it was created with.
+	BlockShift int
+	// TraceCacheEntries bounds the writer's memory of recently seen trace
+	// ids (used to count distinct traces without a lookup); 0 means 65536.
+	TraceCacheEntries int
+	// ColumnCacheBlocks bounds how many decoded time columns of sealed
+	// blocks searches keep (about 9 bytes per entry each); 0 means 256.
+	ColumnCacheBlocks int
+	// Logf receives Pebble's informational log lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Index is an open metadata index. Its methods are safe for concurrent use
+// by one writer (through Batch) and many readers.
+type Index struct {
+	db         *pebble.DB
+	dir        string
+	readOnly   bool
+	blockShift uint
+	blockSize  uint32
+	columns    *columnCache
+	// prefetchKeys is maxPrefetchKeys (tests lower it to force the dense
+	// search path).
+	prefetchKeys int
+
+	closeMu sync.RWMutex // held shared by every operation, exclusively by Close
+	closed  bool
+
+	writeMu sync.Mutex // serializes Commit; guards recent and pairs
+	recent  *recentSet[[16]byte]
+	pairs   *recentSet[KV]
+
+	mu        sync.RWMutex // guards the fields below: the committed view
+	spans     uint64
+	traces    uint64
+	watermark int64
+	sealed    []blockSummary // full blocks 0..len-1; append-only
+	tail      blockSummary   // block len(sealed) while it fills (n == 0: empty)
+	order     *blockOrder    // sealed blocks [0, order.upto) by max start desc
+
+	// tailPosts are the posting lists of the open block (writer only,
+	// under writeMu), written out when the block fills up.
+	tailPosts blockPostings
+}
+
+// Open opens the index in dir, creating it when missing.
+func Open(dir string, opt Options) (*Index, error) {
+	return open(dir, opt, false)
+}
+
+// OpenReadOnly opens an existing index without writing anything to dir
+// (Pebble's read-only mode), for verification and recovery. Batches cannot
+// be committed and Flush fails. A missing or empty directory yields an
+// error wrapping ErrNoIndex.
+func OpenReadOnly(dir string, opt Options) (*Index, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil, fmt.Errorf("index %s: %w", dir, ErrNoIndex)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", dir, err)
+	}
+	return open(dir, opt, true)
+}
+
+func open(dir string, opt Options, readOnly bool) (*Index, error) {
+	if opt.CacheBytes <= 0 {
+		opt.CacheBytes = kv.DefaultCacheBytes
+	}
+	if opt.BlockShift == 0 {
+		opt.BlockShift = DefaultBlockShift
+	}
+	if opt.BlockShift < MinBlockShift || opt.BlockShift > MaxBlockShift {
+		return nil, fmt.Errorf("index %s: block shift %d outside [%d, %d]", dir, opt.BlockShift, MinBlockShift, MaxBlockShift)
+	}
+	if opt.ColumnCacheBlocks <= 0 {
+		opt.ColumnCacheBlocks = 256
+	}
+	if opt.TraceCacheEntries <= 0 {
+		opt.TraceCacheEntries = 1 << 16
+	}
+	if !readOnly {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("index %s: %w", dir, err)
+		}
+	}
+	cache := kv.NewCache(opt.CacheBytes)
+	defer cache.Unref()
+	po := kv.Options(cache, newMerger(), opt.Logf)
+	po.ReadOnly = readOnly
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: open: %w", dir, err)
+	}
+	ix := &Index{
+		db: db, dir: dir, readOnly: readOnly,
+		prefetchKeys: maxPrefetchKeys,
+		columns:      newColumnCache(opt.ColumnCacheBlocks),
+		recent:       newRecentSet[[16]byte](opt.TraceCacheEntries),
+		pairs:        newRecentSet[KV](opt.TraceCacheEntries),
+		order:        &blockOrder{},
+	}
+	if err := ix.load(uint(opt.BlockShift)); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("index %s: %w", dir, err)
+	}
+	return ix, nil
+}
+
+// load reads (or, for a new index, writes) the format record, the counters
+// and the block summaries.
+func (ix *Index) load(createShift uint) error {
+	format, ok, err := ix.get(keyFormat)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		iter, err := ix.db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		nonEmpty := iter.First()
+		if err := iter.Close(); err != nil {
+			return err
+		}
+		if nonEmpty {
+			return corruptf("no format record in a non-empty index")
+		}
+		if ix.readOnly {
+			return fmt.Errorf("%w: no format record", ErrNoIndex)
+		}
+		format = []byte{formatVersion, byte(createShift)}
+		if err := ix.db.Set(keyFormat, format, pebble.NoSync); err != nil {
+			return fmt.Errorf("write format record: %w", err)
+		}
+	}
+	if len(format) != 2 || format[0] != formatVersion {
+		return corruptf("format record %x: want version %d", format, formatVersion)
+	}
+	if format[1] < MinBlockShift || format[1] > MaxBlockShift {
+		return corruptf("format record: block shift %d out of range", format[1])
+	}
+	ix.blockShift = uint(format[1])
+	ix.blockSize = 1 << ix.blockShift
+
+	stateVal, _, err := ix.get(keyState)
+	if err != nil {
+		return err
+	}
+	st := state{}
+	if stateVal != nil {
+		if st, err = decodeState(stateVal, ix.blockSize); err != nil {
+			return err
+		}
+	}
+	ix.spans, ix.traces, ix.watermark, ix.tail = st.spans, st.traces, st.watermark, st.tail
+
+	// Sealed blocks: a summary each, every one full.
+	nsealed := ix.spans >> ix.blockShift
+	lower := []byte{prefixBlock}
+	iter, err := ix.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	var sealed []blockSummary
+	for iter.First(); iter.Valid(); iter.Next() {
+		k := iter.Key()
+		blk, n, ok := readOrdered(k[1:])
+		if !ok || 1+n != len(k) {
+			return corruptf("block summary key %x: malformed", k)
+		}
+		if blk != uint64(len(sealed)) {
+			return corruptf("block summary %d missing (found %d)", len(sealed), blk)
+		}
+		v, err := iter.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		s, err := decodeSummary(v, blk, ix.blockSize)
+		if err != nil {
+			return err
+		}
+		if s.n != ix.blockSize {
+			return corruptf("sealed block %d summary holds %d spans, want %d", blk, s.n, ix.blockSize)
+		}
+		sealed = append(sealed, s)
+	}
+	if err := iter.Error(); err != nil {
+		return err
+	}
+	if uint64(len(sealed)) != nsealed {
+		return corruptf("%d block summaries for %d spans (want %d)", len(sealed), ix.spans, nsealed)
+	}
+	ix.sealed = sealed
+	ix.order = buildOrder(nil, sealed)
+
+	// The open block: rebuild the writer's posting lists from its rows.
+	ix.tailPosts = make(blockPostings)
+	if ix.tail.n > 0 {
+		v, ok, err := ix.get(numKey(nil, prefixRows, nsealed))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return corruptf("rows of open block %d missing", nsealed)
+		}
+		var seen uint32
+		err = decodeRows(v, nsealed, ix.blockSize, ix.tail.n, func(off uint32, r row) {
+			if off == seen {
+				ix.tailPosts.add(off, r)
+				seen++
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if seen != ix.tail.n {
+			return corruptf("rows of open block %d: %d of %d entries in order", nsealed, seen, ix.tail.n)
+		}
+	}
+	return nil
+}
+
+func (ix *Index) get(key []byte) ([]byte, bool, error) {
+	v, closer, err := ix.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get %q: %w", key, err)
+	}
+	out := bytes.Clone(v)
+	closer.Close()
+	return out, true, nil
+}
+
+// has reports whether key exists.
+func (ix *Index) has(key []byte) (bool, error) {
+	_, closer, err := ix.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get %q: %w", key, err)
+	}
+	closer.Close()
+	return true, nil
+}
+
+func (ix *Index) getU64(key []byte) (uint64, error) {
+	v, ok, err := ix.get(key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, corruptf("%s: value %x is not 8 bytes", key, v)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// acquire holds the index open for one operation.
+func (ix *Index) acquire() error {
+	ix.closeMu.RLock()
+	if ix.closed {
+		ix.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (ix *Index) release() { ix.closeMu.RUnlock() }
+
+// Watermark returns the data-file offset up to which the index is complete
+// (0 for a new index).
+func (ix *Index) Watermark() (int64, error) {
+	if err := ix.acquire(); err != nil {
+		return 0, err
+	}
+	defer ix.release()
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.watermark, nil
+}
+
+// Stats are counts kept by the index.
+type Stats struct {
+	Spans  uint64 // entries added (AddSpan calls committed)
+	Traces uint64 // distinct trace ids
+	Blocks uint64 // blocks of 1<<BlockShift entries, the last possibly partial
+}
+
+// Stats returns the index's counts as of the last commit.
+func (ix *Index) Stats() Stats {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	st := Stats{Spans: ix.spans, Traces: ix.traces, Blocks: uint64(len(ix.sealed))}
+	if ix.tail.n > 0 {
+		st.Blocks++
+	}
+	return st
+}
+
+// DiskBytes returns the bytes the index occupies on disk (sstables, WAL
+// and manifests).
+func (ix *Index) DiskBytes() uint64 {
+	if ix.acquire() != nil {
+		return 0
+	}
+	defer ix.release()
+	return ix.db.Metrics().DiskSpaceUsage()
+}
+
+// Flush writes the memtable to sstables so that everything committed so far
+// survives a crash.
+func (ix *Index) Flush() error {
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
+	if err := ix.db.Flush(); err != nil {
+		return fmt.Errorf("index %s: flush: %w", ix.dir, err)
+	}
+	return nil
+}
+
+// Compact compacts the whole index into as few levels as possible
+// (tests, benchmarks and `verify` use it to measure the settled size).
+func (ix *Index) Compact() error {
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
+	if err := ix.db.Compact([]byte{0}, []byte{0xff}, true); err != nil {
+		return fmt.Errorf("index %s: compact: %w", ix.dir, err)
+	}
+	return nil
+}
+
+// Close flushes (the index has no WAL) and closes the index. Close waits for
+// running operations; it must not be called from a Search callback.
+func (ix *Index) Close() error {
+	ix.closeMu.Lock()
+	defer ix.closeMu.Unlock()
+	if ix.closed {
+		return ErrClosed
+	}
+	ix.closed = true
+	var ferr error
+	if !ix.readOnly {
+		ferr = ix.db.Flush()
+	}
+	cerr := ix.db.Close()
+	if err := errors.Join(ferr, cerr); err != nil {
+		return fmt.Errorf("index %s: close: %w", ix.dir, err)
+	}
+	return nil
+}
+
+// TraceSpans returns every entry of the trace, sorted by start, then chunk
+// number, then span id. An entry added again for the same (span id, chunk
+// number) replaces the earlier one. An unknown trace yields no entries and
+// no error.
+func (ix *Index) TraceSpans(traceID [16]byte) ([]SpanRef, error) {
+	recs, err := ix.traceRecords(traceID)
+	if err != nil {
+		return nil, err
+	}
+	return refsOf(recs), nil
+}
+
+// Span returns the entries (one per chunk) of one span of a trace, sorted
+// by chunk number.
+func (ix *Index) Span(traceID [16]byte, spanID uint64) ([]SpanRef, error) {
+	recs, err := ix.traceRecords(traceID)
+	if err != nil {
+		return nil, err
+	}
+	recs = slices.DeleteFunc(recs, func(r traceRec) bool { return r.ref.SpanID != spanID })
+	refs := refsOf(recs)
+	slices.SortStableFunc(refs, func(a, b SpanRef) int { return int64Cmp(int64(a.ChunkNum), int64(b.ChunkNum)) })
+	return refs, nil
+}
+
+// traceRecords returns the deduplicated records of a trace.
+func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
+	if err := ix.acquire(); err != nil {
+		return nil, err
+	}
+	defer ix.release()
+	key := traceKey(nil, traceID)
+	v, closer, err := ix.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("index %s: trace %x: %w", ix.dir, traceID, err)
+	}
+	recs, err := decodeTraceValue(v, traceID, nil)
+	closer.Close()
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", ix.dir, err)
+	}
+	// Latest entry wins for a repeated (span id, chunk number).
+	slices.SortFunc(recs, func(a, b traceRec) int {
+		if c := uint64Cmp(a.ref.SpanID, b.ref.SpanID); c != 0 {
+			return c
+		}
+		if c := int64Cmp(int64(a.ref.ChunkNum), int64(b.ref.ChunkNum)); c != 0 {
+			return c
+		}
+		return uint64Cmp(b.seq, a.seq)
+	})
+	recs = slices.CompactFunc(recs, func(a, b traceRec) bool {
+		return a.ref.SpanID == b.ref.SpanID && a.ref.ChunkNum == b.ref.ChunkNum
+	})
+	slices.SortFunc(recs, func(a, b traceRec) int {
+		if c := int64Cmp(a.ref.StartNS, b.ref.StartNS); c != 0 {
+			return c
+		}
+		if c := int64Cmp(int64(a.ref.ChunkNum), int64(b.ref.ChunkNum)); c != 0 {
+			return c
+		}
+		return uint64Cmp(a.ref.SpanID, b.ref.SpanID)
+	})
+	return recs, nil
+}
+
+func refsOf(recs []traceRec) []SpanRef {
+	if len(recs) == 0 {
+		return nil
+	}
+	refs := make([]SpanRef, len(recs))
+	for i := range recs {
+		refs[i] = recs[i].ref
+	}
+	return refs
+}
+
+// AttrValues returns up to limit (≤ 0: all) distinct value ids stored for
+// the attribute key keyID, ascending.
+func (ix *Index) AttrValues(keyID uint64, limit int) ([]uint64, error) {
+	if err := ix.acquire(); err != nil {
+		return nil, err
+	}
+	defer ix.release()
+	v := ix.view()
+	r, err := kv.NewPointReader(ix.db)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: attribute values of %d: %w", ix.dir, keyID, err)
+	}
+	defer r.Close()
+	// Values in the open block, which has rows instead of posting lists.
+	var open []uint64
+	if v.tail.n > 0 {
+		blk := uint64(len(v.sealed))
+		if val, ok, err := r.Get(numKey(nil, prefixRows, blk)); err != nil {
+			return nil, fmt.Errorf("index %s: attribute values of %d: %w", ix.dir, keyID, err)
+		} else if ok {
+			err := decodeRows(val, blk, v.blockSize, v.tail.n, func(_ uint32, rw row) {
+				for _, a := range rw.attrs {
+					if a.Key == keyID {
+						open = append(open, a.Value)
+					}
+				}
+			})
+			if err != nil {
+				return nil, fmt.Errorf("index %s: %w", ix.dir, err)
+			}
+			slices.Sort(open)
+			open = slices.Compact(open)
+		}
+	}
+	// Values with posting lists: one seek per distinct value.
+	lower := appendOrdered([]byte{prefixAttr}, keyID)
+	upper := prefixEnd(lower)
+	iter := r.Iter
+	var out []uint64
+	full := func() bool { return limit > 0 && len(out) >= limit }
+	emit := func(x uint64) {
+		for len(open) > 0 && open[0] < x && !full() {
+			out = append(out, open[0])
+			open = open[1:]
+		}
+		if len(open) > 0 && open[0] == x {
+			open = open[1:]
+		}
+		if !full() {
+			out = append(out, x)
+		}
+	}
+	var seek []byte
+	for valid := iter.SeekGE(lower); valid && bytes.Compare(iter.Key(), upper) < 0 && !full(); {
+		k := iter.Key()
+		x, _, ok := readOrdered(k[len(lower):])
+		if !ok {
+			return out, fmt.Errorf("index %s: %w", ix.dir, corruptf("attribute key %x: malformed", k))
+		}
+		emit(x)
+		if x == ^uint64(0) {
+			break
+		}
+		seek = attrPrefix(seek[:0], keyID, x+1)
+		valid = iter.SeekGE(seek)
+	}
+	if err := iter.Error(); err != nil {
+		return out, fmt.Errorf("index %s: attribute values of %d: %w", ix.dir, keyID, err)
+	}
+	for len(open) > 0 && !full() {
+		out = append(out, open[0])
+		open = open[1:]
+	}
+	return out, nil
+}
+
+func int64Cmp(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func uint64Cmp(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,265 @@
+// Package kv owns how ztsd runs Pebble for a store's two indexes (meta/ and
+// text/): the options they are opened with, the key comparer, a quiet
+// logger, point lookups that use every level's bloom filter, and batches
+// applied in key order.
+//
+// Invariants: the indexes run without Pebble's WAL, because each records,
+// in the same batch as its entries, the data-file offset it is complete up
+// to and is rebuilt from the data file past that offset after a crash; so
+// Close must flush, and commits never sync.
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
+)
+
+// FormatMajorVersion is the Pebble format major version the index is created
+// with: FormatVirtualSSTables, the newest (pebble.FormatNewest) of Pebble
+// v1.1.5, named explicitly so that a Pebble upgrade never silently ratchets
+// the on-disk format.
+const FormatMajorVersion = pebble.FormatVirtualSSTables
+
+// DefaultCacheBytes is the block cache size indexes use by default.
+const DefaultCacheBytes = 32 << 20
+
+// Memtables: Pebble reserves their memory from the block cache, so the cache
+// is created larger by memTableBytes × maxMemTables (newCache).
+const (
+	memTableBytes = 16 << 20
+	maxMemTables  = 2
+)
+
+// NewCache returns a block cache holding blockBytes of blocks besides the
+// memtables' reservation. The caller unrefs it after pebble.Open.
+func NewCache(blockBytes int64) *pebble.Cache {
+	return pebble.NewCache(blockBytes + memTableBytes*maxMemTables)
+}
+
+// quietLogger discards Pebble's informational logging (it would otherwise go
+// to stdout) and passes it to logf when one is configured.
+type quietLogger struct {
+	logf func(format string, args ...any)
+}
+
+func (l quietLogger) Infof(format string, args ...any) {
+	if l.logf != nil {
+		l.logf(format, args...)
+	}
+}
+
+// Fatalf is called by Pebble on unrecoverable internal errors; Pebble expects
+// it not to return.
+func (l quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// newComparer returns Pebble's bytewise comparer with Split defined as "the
+// whole key is the prefix": keys have no MVCC suffix. Bloom filters are
+// built on whole keys either way; Split lets PointReader use SeekPrefixGE.
+// The name stays the standard one because the order is the standard one.
+func newComparer() *pebble.Comparer {
+	c := *pebble.DefaultComparer
+	c.Split = func(key []byte) int { return len(key) }
+	return &c
+}
+
+// Options returns the options both of a store's indexes are opened with:
+// no WAL (see the package documentation), compressed blocks with bloom
+// filters on every level, the given block cache and merge operator, and
+// Pebble's log lines sent to logf (nil discards them).
+func Options(cache *pebble.Cache, merger *pebble.Merger, logf func(string, ...any)) *pebble.Options {
+	opts := &pebble.Options{
+		Cache:                       cache,
+		Comparer:                    newComparer(),
+		DisableWAL:                  true,
+		FormatMajorVersion:          FormatMajorVersion,
+		Logger:                      quietLogger{logf: logf},
+		Merger:                      merger,
+		MemTableSize:                memTableBytes,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		MaxConcurrentCompactions:    func() int { return 1 },
+		MemTableStopWritesThreshold: maxMemTables,
+	}
+	opts.Levels = make([]pebble.LevelOptions, 7)
+	for i := range opts.Levels {
+		l := &opts.Levels[i]
+		l.BlockSize = 4 << 10
+		// L0 holds freshly flushed data that is soon rewritten: snappy is
+		// cheaper to produce; settled levels use zstd, which is smaller.
+		l.Compression = pebble.ZstdCompression
+		if i == 0 {
+			l.Compression = pebble.SnappyCompression
+		}
+		l.FilterPolicy = bloom.FilterPolicy(10)
+		l.FilterType = pebble.TableFilter
+		l.TargetFileSize = 8 << 20
+		if i > 0 {
+			l.TargetFileSize = opts.Levels[i-1].TargetFileSize * 2
+		}
+	}
+	return opts
+}
+
+// PointReader does point lookups through one iterator that consults the
+// bloom filters of every level. (DB.Get skips the filters of the last level,
+// so a lookup of a missing key there reads and decompresses a data block.)
+// It reads a consistent snapshot: the state when it was created.
+// A PointReader is not safe for concurrent use; its iterator (Iter) may
+// also be used for scans.
+type PointReader struct {
+	Iter *pebble.Iterator
+}
+
+// NewPointReader returns a PointReader over db's current state.
+func NewPointReader(db *pebble.DB) (*PointReader, error) {
+	iter, err := db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return nil, err
+	}
+	return &PointReader{Iter: iter}, nil
+}
+
+// Get returns the value of key, valid until the reader's next use.
+func (r *PointReader) Get(key []byte) ([]byte, bool, error) {
+	if !r.Iter.SeekPrefixGE(key) || !bytes.Equal(r.Iter.Key(), key) {
+		return nil, false, r.Iter.Error()
+	}
+	v, err := r.Iter.ValueAndErr()
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// Close releases the reader's iterator.
+func (r *PointReader) Close() error { return r.Iter.Close() }
+
+// Batch collects writes and applies them to Pebble in key order, which
+// makes memtable insertion cheaper (Pebble's skiplist inserter reuses the
+// previous insertion point).
+type Batch struct {
+	arena []byte
+	ops   []bufferedOp
+}
+
+type bufferedOp struct {
+	merge, del                 bool
+	keyStart, valStart, valEnd int
+}
+
+func (b *Batch) add(merge bool, key, val []byte) {
+	op := bufferedOp{merge: merge, keyStart: len(b.arena)}
+	b.arena = append(b.arena, key...)
+	op.valStart = len(b.arena)
+	b.arena = append(b.arena, val...)
+	op.valEnd = len(b.arena)
+	b.ops = append(b.ops, op)
+}
+
+// Merge adds a merge operand (key and val are copied).
+func (b *Batch) Merge(key, val []byte) { b.add(true, key, val) }
+
+// Set adds a set (key and val are copied).
+func (b *Batch) Set(key, val []byte) { b.add(false, key, val) }
+
+// Delete adds a point deletion (key is copied).
+func (b *Batch) Delete(key []byte) {
+	b.add(false, key, nil)
+	b.ops[len(b.ops)-1].del = true
+}
+
+// Len returns the number of writes added.
+func (b *Batch) Len() int { return len(b.ops) }
+
+func (b *Batch) key(op bufferedOp) []byte { return b.arena[op.keyStart:op.valStart] }
+
+// Commit applies the writes atomically, without syncing. Writes to the same
+// key keep their order.
+func (b *Batch) Commit(db *pebble.DB) error {
+	slices.SortStableFunc(b.ops, func(x, y bufferedOp) int { return bytes.Compare(b.key(x), b.key(y)) })
+	pb := db.NewBatchWithSize(len(b.arena) + 16*len(b.ops))
+	defer pb.Close()
+	for _, op := range b.ops {
+		k, v := b.key(op), b.arena[op.valStart:op.valEnd]
+		var err error
+		switch {
+		case op.merge:
+			err = pb.Merge(k, v, nil)
+		case op.del:
+			err = pb.Delete(k, nil)
+		default:
+			err = pb.Set(k, v, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return pb.Commit(pebble.NoSync)
+}
+
+// NewMerger returns a merge operator named name whose result is the
+// concatenation of the operands, oldest first, optionally rewritten by
+// compact (given the key's first byte, the concatenation and the operand
+// count; it returns false to keep the concatenation). Operands are copied
+// into one buffer, so merging n operands costs O(total bytes) whichever
+// direction Pebble feeds them in.
+func NewMerger(name string, compact func(prefix byte, all []byte, operands int) ([]byte, bool)) *pebble.Merger {
+	return &pebble.Merger{
+		Name: name,
+		Merge: func(key, value []byte) (pebble.ValueMerger, error) {
+			m := &concatMerger{compact: compact}
+			if len(key) > 0 {
+				m.prefix = key[0]
+			}
+			m.add(&m.newer, value)
+			return m, nil
+		},
+	}
+}
+
+type opSpan struct{ start, end int }
+
+type concatMerger struct {
+	prefix  byte
+	compact func(byte, []byte, int) ([]byte, bool)
+	buf     []byte
+	newer   []opSpan // the first operand and newer ones, oldest first
+	older   []opSpan // older operands, newest first
+}
+
+func (m *concatMerger) add(list *[]opSpan, v []byte) {
+	start := len(m.buf)
+	m.buf = append(m.buf, v...)
+	*list = append(*list, opSpan{start, len(m.buf)})
+}
+
+// MergeNewer adds an operand newer than all so far.
+func (m *concatMerger) MergeNewer(v []byte) error { m.add(&m.newer, v); return nil }
+
+// MergeOlder adds an operand older than all so far.
+func (m *concatMerger) MergeOlder(v []byte) error { m.add(&m.older, v); return nil }
+
+// Finish returns the concatenation, oldest first, possibly compacted.
+func (m *concatMerger) Finish(bool) ([]byte, io.Closer, error) {
+	out := make([]byte, 0, len(m.buf))
+	for i := len(m.older) - 1; i >= 0; i-- {
+		out = append(out, m.buf[m.older[i].start:m.older[i].end]...)
+	}
+	for _, s := range m.newer {
+		out = append(out, m.buf[s.start:s.end]...)
+	}
+	n := len(m.older) + len(m.newer)
+	if n > 1 && m.compact != nil {
+		if c, ok := m.compact(m.prefix, out, n); ok {
+			return c, nil, nil
+		}
+	}
+	return out, nil, nil
+}

@@ -1,0 +1,84 @@
+package kv
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/cockroachdb/pebble"
+)
+
+func openTest(t *testing.T, compact func(byte, []byte, int) ([]byte, bool)) *pebble.DB {
+	t.Helper()
+	cache := NewCache(1 << 20)
+	defer cache.Unref()
+	db, err := pebble.Open(t.TempDir(), Options(cache, NewMerger("test.concat", compact), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestBatchPointReaderAndMerger(t *testing.T) {
+	db := openTest(t, nil)
+	var b Batch
+	b.Merge([]byte("k2"), []byte("a"))
+	b.Set([]byte("k1"), []byte("one"))
+	b.Merge([]byte("k2"), []byte("b"))
+	b.Set([]byte("k3"), []byte("x"))
+	b.Delete([]byte("k3"))
+	if b.Len() != 5 {
+		t.Fatalf("Len %d", b.Len())
+	}
+	if err := b.Commit(db); err != nil {
+		t.Fatal(err)
+	}
+	var b2 Batch
+	b2.Merge([]byte("k2"), []byte("c"))
+	if err := b2.Commit(db); err != nil {
+		t.Fatal(err)
+	}
+	// Merge operands come back oldest first, also once flushed and
+	// compacted (which feeds the merger older operands).
+	for round := 0; round < 2; round++ {
+		r, err := NewPointReader(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			key, want string
+			ok        bool
+		}{{"k1", "one", true}, {"k2", "abc", true}, {"k3", "", false}, {"k0", "", false}} {
+			v, ok, err := r.Get([]byte(tc.key))
+			if err != nil || ok != tc.ok || !bytes.Equal(v, []byte(tc.want)) {
+				t.Fatalf("round %d Get(%s) = %q %v %v", round, tc.key, v, ok, err)
+			}
+		}
+		r.Close()
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Compact([]byte("k"), []byte("l"), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestMergerCompacts(t *testing.T) {
+	db := openTest(t, func(prefix byte, all []byte, n int) ([]byte, bool) {
+		return []byte{prefix, byte(n), byte(len(all))}, true
+	})
+	for _, v := range []string{"xx", "yyy"} {
+		var b Batch
+		b.Merge([]byte("p"), []byte(v))
+		if err := b.Commit(db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := NewPointReader(db)
+	defer r.Close()
+	v, ok, err := r.Get([]byte("p"))
+	if err != nil || !ok || !bytes.Equal(v, []byte{'p', 2, 5}) {
+		t.Fatalf("compacted value %v %v %v", v, ok, err)
+	}
+}

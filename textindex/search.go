@@ -1,0 +1,339 @@
+package textindex
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/ztsd/ztsd/index/kv"
+	"github.com/ztsd/ztsd/index/postings"
+)
+
+// maxUnfilteredCandidates: once an intersection is down to this many
+// candidates, they are verified without decoding further posting lists.
+const maxUnfilteredCandidates = 32
+
+// maxQueryTrigrams bounds how many of a pattern's trigrams a search
+// intersects; the candidates are verified against the strings anyway.
+const maxQueryTrigrams = 8
+
+// Search returns the ids, ascending, of the committed strings that contain
+// substr case-insensitively (see the package documentation), at most limit
+// of them (limit ≤ 0: all); truncated reports that more exist. It stops
+// with ctx's error when ctx is done.
+func (ix *Index) Search(ctx context.Context, substr string, limit int) (ids []uint64, truncated bool, err error) {
+	if err := ix.acquire(); err != nil {
+		return nil, false, err
+	}
+	defer ix.release()
+	pattern := strings.ToLower(substr)
+	// Strings are visible to r once count covers them; ids above count,
+	// committed while the search opens its iterators, are ignored.
+	count := ix.Count()
+	r, err := kv.NewPointReader(ix.db)
+	if err != nil {
+		return nil, false, fmt.Errorf("text index %s: search: %w", ix.dir, err)
+	}
+	defer r.Close()
+	s := &searcher{ix: ix, ctx: ctx, r: r, pattern: pattern, limit: limit, count: count}
+	if len(pattern) < 3 {
+		err = s.scan()
+	} else {
+		err = s.trigrams()
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("text index %s: search %q: %w", ix.dir, substr, err)
+	}
+	return s.ids, s.truncated, nil
+}
+
+type searcher struct {
+	ix        *Index
+	ctx       context.Context
+	r         *kv.PointReader
+	pattern   string // lower-cased
+	limit     int
+	count     uint64
+	ids       []uint64
+	truncated bool
+	buf       []byte
+	checked   int
+}
+
+// add records a match; it returns false once the limit is exceeded.
+func (s *searcher) add(id uint64) bool {
+	if s.limit > 0 && len(s.ids) == s.limit {
+		s.truncated = true
+		return false
+	}
+	s.ids = append(s.ids, id)
+	return true
+}
+
+// matches reports whether str contains the pattern case-insensitively.
+func (s *searcher) matches(str []byte) bool {
+	ascii := true
+	for _, c := range str {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if !ascii {
+		return strings.Contains(strings.ToLower(string(str)), s.pattern)
+	}
+	s.buf = append(s.buf[:0], str...)
+	for i, c := range s.buf {
+		if 'A' <= c && c <= 'Z' {
+			s.buf[i] = c + 'a' - 'A'
+		}
+	}
+	return bytes.Contains(s.buf, []byte(s.pattern))
+}
+
+func (s *searcher) tick() error {
+	s.checked++
+	if s.checked&1023 == 0 {
+		return s.ctx.Err()
+	}
+	return nil
+}
+
+// scan checks every string (patterns too short for trigrams).
+func (s *searcher) scan() error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	lower := []byte{prefixID}
+	iter, err := s.ix.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixID + 1}})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	for iter.First(); iter.Valid(); iter.Next() {
+		if err := s.tick(); err != nil {
+			return err
+		}
+		id, n, ok := readOrdered(iter.Key()[1:])
+		if !ok || 1+n != len(iter.Key()) {
+			return fmt.Errorf("%w: id key %x malformed", ErrCorrupt, iter.Key())
+		}
+		if id > s.count {
+			return nil
+		}
+		v, err := iter.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if s.matches(v) && !s.add(id) {
+			return nil
+		}
+	}
+	return iter.Error()
+}
+
+// postingCursor walks the blocks of one posting-list prefix in order.
+type postingCursor struct {
+	prefix []byte
+	iter   *pebble.Iterator
+	block  uint64
+	valid  bool
+}
+
+func (s *searcher) newCursor(prefix []byte) (*postingCursor, error) {
+	iter, err := s.ix.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	c := &postingCursor{prefix: prefix, iter: iter}
+	return c, c.settle(iter.First())
+}
+
+func (c *postingCursor) settle(valid bool) error {
+	c.valid = valid
+	if !valid {
+		return c.iter.Error()
+	}
+	k := c.iter.Key()
+	blk, n, ok := readOrdered(k[len(c.prefix):])
+	if !ok || len(c.prefix)+n != len(k) {
+		return fmt.Errorf("%w: posting key %x malformed", ErrCorrupt, k)
+	}
+	c.block = blk
+	return nil
+}
+
+func (c *postingCursor) seek(block uint64) error {
+	return c.settle(c.iter.SeekGE(appendOrdered(append([]byte(nil), c.prefix...), block)))
+}
+
+func (c *postingCursor) next() error { return c.settle(c.iter.Next()) }
+
+func (c *postingCursor) offsets(dst []uint32) ([]uint32, error) {
+	v, err := c.iter.ValueAndErr()
+	if err != nil {
+		return dst, err
+	}
+	out, err := postings.Decode(v, blockSize, dst)
+	if err != nil {
+		return dst, fmt.Errorf("posting list %x: %w", c.iter.Key(), err)
+	}
+	return out, nil
+}
+
+// chooseTrigrams returns up to maxQueryTrigrams distinct trigrams of p,
+// spread over it (first and last included).
+func chooseTrigrams(p string) []uint32 {
+	all := make([]uint32, 0, len(p))
+	for i := 0; i+3 <= len(p); i++ {
+		all = append(all, uint32(p[i])<<16|uint32(p[i+1])<<8|uint32(p[i+2]))
+	}
+	seen := make(map[uint32]bool)
+	var out []uint32
+	n := len(all)
+	for k := 0; k < maxQueryTrigrams && k < n; k++ {
+		i := 0
+		if maxQueryTrigrams > 1 && n > 1 {
+			i = k * (n - 1) / (min(maxQueryTrigrams, n) - 1)
+		}
+		if !seen[all[i]] {
+			seen[all[i]] = true
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
+// trigrams intersects the pattern's trigram postings block by block (a
+// leapfrog join over block numbers), adds the long strings of each block,
+// and verifies every candidate.
+func (s *searcher) trigrams() error {
+	var cursors []*postingCursor
+	defer func() {
+		for _, c := range cursors {
+			c.iter.Close()
+		}
+	}()
+	for _, g := range chooseTrigrams(s.pattern) {
+		c, err := s.newCursor([]byte{prefixGram, byte(g >> 16), byte(g >> 8), byte(g)})
+		if err != nil {
+			return err
+		}
+		cursors = append(cursors, c)
+	}
+	long, err := s.newCursor([]byte{prefixLong})
+	if err != nil {
+		return err
+	}
+	cursors = append(cursors, long)
+	grams := cursors[:len(cursors)-1]
+
+	var cands, offs []uint32
+	for {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		// Align the trigram cursors on the same block.
+		gramsValid := true
+		for aligned := false; !aligned && gramsValid; {
+			aligned = true
+			var top uint64
+			for _, c := range grams {
+				if !c.valid {
+					gramsValid = false
+					break
+				}
+				top = max(top, c.block)
+			}
+			for _, c := range grams {
+				if gramsValid && c.block < top {
+					aligned = false
+					if err := c.seek(top); err != nil {
+						return err
+					}
+					gramsValid = c.valid
+				}
+			}
+		}
+		if !gramsValid && !long.valid {
+			return nil
+		}
+		blk := uint64(0)
+		switch {
+		case gramsValid && long.valid:
+			blk = min(grams[0].block, long.block)
+		case gramsValid:
+			blk = grams[0].block
+		default:
+			blk = long.block
+		}
+		cands = cands[:0]
+		if gramsValid && grams[0].block == blk {
+			// Smallest list first; once few candidates remain, verifying
+			// them is cheaper than decoding the larger lists.
+			slices.SortFunc(grams, func(a, b *postingCursor) int { return len(a.iter.Value()) - len(b.iter.Value()) })
+			for i, c := range grams {
+				if i > 0 && len(cands) <= maxUnfilteredCandidates {
+					break
+				}
+				if offs, err = c.offsets(offs); err != nil {
+					return err
+				}
+				if i == 0 {
+					cands = append(cands, offs...)
+				} else {
+					cands = postings.Intersect(cands, offs)
+				}
+			}
+			for _, c := range grams {
+				if err := c.next(); err != nil {
+					return err
+				}
+			}
+		}
+		if long.valid && long.block == blk {
+			if offs, err = long.offsets(offs); err != nil {
+				return err
+			}
+			cands = postings.Union(cands, offs)
+			if err := long.next(); err != nil {
+				return err
+			}
+		}
+		for _, off := range cands {
+			if err := s.tick(); err != nil {
+				return err
+			}
+			id := blk<<blockShift | uint64(off)
+			if id > s.count {
+				return nil // ascending: every later candidate is newer too
+			}
+			v, ok, err := s.r.Get(idKey(nil, id))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: posting lists name string %d, which is missing", ErrCorrupt, id)
+			}
+			if s.matches(v) && !s.add(id) {
+				return nil
+			}
+		}
+	}
+}
+
+// prefixEnd returns the smallest key greater than every key starting with p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,440 @@
+package textindex
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/ztsd/ztsd/index/kv"
+	"github.com/ztsd/ztsd/index/postings"
+)
+
+// Errors callers branch on.
+var (
+	ErrNotFound      = errors.New("text id not found")
+	ErrClosed        = errors.New("text index closed")
+	ErrBatchConflict = errors.New("text index batch conflicts with a batch committed after it was created")
+	ErrCorrupt       = errors.New("corrupt text index")
+	ErrReadOnly      = errors.New("text index opened read-only")
+	ErrNoIndex       = errors.New("no text index")
+)
+
+// Key layout constants (see the package documentation).
+const (
+	prefixString = 's'
+	prefixID     = 'i'
+	prefixGram   = 'g'
+	prefixLong   = 'l'
+	prefixMeta   = 'm'
+
+	stringInline = 0x00 // 's' 0x00 string
+	stringHashed = 0x01 // 's' 0x01 sha256(string)
+
+	formatVersion = 1
+
+	// blockShift: posting lists cover 1<<blockShift consecutive ids.
+	blockShift = 16
+	blockSize  = 1 << blockShift
+
+	// maxInlineKeyBytes is the longest string stored verbatim in its 's'
+	// key; longer strings are keyed by their SHA-256.
+	maxInlineKeyBytes = 512
+	// maxTrigramBytes is the longest lower-cased string whose trigrams are
+	// indexed; longer strings are listed in 'l' and verified directly.
+	maxTrigramBytes = 4096
+	// MaxStringBytes is the longest string Intern accepts.
+	MaxStringBytes = 16 << 20
+)
+
+var (
+	keyFormat = []byte("mformat")
+	keyState  = []byte("mstate")
+)
+
+// Options configure Open.
+type Options struct {
+	// CacheBytes bounds Pebble's block cache; 0 means 32 MiB.
+	CacheBytes int64
+	// CacheEntries bounds the in-memory string → id and id → string caches
+	// (each); 0 means 262144.
+	CacheEntries int
+	// Logf receives Pebble's informational log lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Index is an open text index. Its methods are safe for concurrent use by
+// one writer (through Batch) and many readers.
+type Index struct {
+	db       *pebble.DB
+	dir      string
+	readOnly bool
+
+	closeMu sync.RWMutex // shared by every operation, exclusive in Close
+	closed  bool
+
+	writeMu sync.Mutex // serializes Commit and guards writerReader
+	// writerReader answers Intern's lookups of strings not in the cache; it
+	// is reopened after each commit so that it sees everything committed.
+	writerReader *kv.PointReader
+
+	mu        sync.RWMutex // guards count and watermark
+	count     uint64
+	watermark int64
+
+	ids     *lruMap[string, uint64] // string → id
+	strings *lruMap[uint64, string] // id → string
+}
+
+// Open opens the text index in dir, creating it when missing.
+func Open(dir string, opt Options) (*Index, error) {
+	return open(dir, opt, false)
+}
+
+// OpenReadOnly opens an existing text index without writing anything to
+// dir (Pebble's read-only mode), for verification. Batches cannot be
+// committed and Flush fails. A missing or empty directory, or one without
+// a format record, yields an error wrapping ErrNoIndex.
+func OpenReadOnly(dir string, opt Options) (*Index, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil, fmt.Errorf("text index %s: %w", dir, ErrNoIndex)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("text index %s: %w", dir, err)
+	}
+	return open(dir, opt, true)
+}
+
+func open(dir string, opt Options, readOnly bool) (*Index, error) {
+	if opt.CacheBytes <= 0 {
+		opt.CacheBytes = kv.DefaultCacheBytes
+	}
+	if opt.CacheEntries <= 0 {
+		opt.CacheEntries = 1 << 18
+	}
+	if !readOnly {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("text index %s: %w", dir, err)
+		}
+	}
+	cache := kv.NewCache(opt.CacheBytes)
+	defer cache.Unref()
+	po := kv.Options(cache, newMerger(), opt.Logf)
+	po.ReadOnly = readOnly
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("text index %s: open: %w", dir, err)
+	}
+	ix := &Index{db: db, dir: dir, readOnly: readOnly, ids: newLRUMap[string, uint64](opt.CacheEntries),
+		strings: newLRUMap[uint64, string](opt.CacheEntries)}
+	if err := ix.load(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("text index %s: %w", dir, err)
+	}
+	return ix, nil
+}
+
+func (ix *Index) load() error {
+	format, ok, err := ix.get(keyFormat)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		iter, err := ix.db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		nonEmpty := iter.First()
+		if err := iter.Close(); err != nil {
+			return err
+		}
+		if nonEmpty {
+			return fmt.Errorf("%w: no format record in a non-empty index", ErrCorrupt)
+		}
+		if ix.readOnly {
+			return fmt.Errorf("%w: no format record", ErrNoIndex)
+		}
+		format = []byte{formatVersion}
+		if err := ix.db.Set(keyFormat, format, pebble.NoSync); err != nil {
+			return fmt.Errorf("write format record: %w", err)
+		}
+	}
+	if !bytes.Equal(format, []byte{formatVersion}) {
+		return fmt.Errorf("%w: format record %x, want version %d", ErrCorrupt, format, formatVersion)
+	}
+	v, ok, err := ix.get(keyState)
+	if err != nil || !ok {
+		return err
+	}
+	ix.count, ix.watermark, err = decodeState(v)
+	return err
+}
+
+func (ix *Index) get(key []byte) ([]byte, bool, error) {
+	v, closer, err := ix.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get %q: %w", key, err)
+	}
+	out := bytes.Clone(v)
+	closer.Close()
+	return out, true, nil
+}
+
+// The state record: uvarint count, varint watermark.
+func appendState(dst []byte, count uint64, watermark int64) []byte {
+	return binary.AppendVarint(binary.AppendUvarint(dst, count), watermark)
+}
+
+func decodeState(v []byte) (count uint64, watermark int64, err error) {
+	count, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, 0, fmt.Errorf("%w: state record %x: bad count", ErrCorrupt, v)
+	}
+	watermark, m := binary.Varint(v[n:])
+	if m <= 0 || n+m != len(v) {
+		return 0, 0, fmt.Errorf("%w: state record %x: bad watermark", ErrCorrupt, v)
+	}
+	return count, watermark, nil
+}
+
+func (ix *Index) acquire() error {
+	ix.closeMu.RLock()
+	if ix.closed {
+		ix.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (ix *Index) release() { ix.closeMu.RUnlock() }
+
+// stringKey appends the 's' key of s.
+func stringKey(dst []byte, s string) []byte {
+	if len(s) <= maxInlineKeyBytes {
+		return append(append(dst, prefixString, stringInline), s...)
+	}
+	sum := sha256.Sum256([]byte(s))
+	return append(append(dst, prefixString, stringHashed), sum[:]...)
+}
+
+// idKey appends the 'i' key of id: the prefix and the id in the ordered
+// variable-length form (a length byte, then the minimal big-endian bytes).
+func idKey(dst []byte, id uint64) []byte {
+	return appendOrdered(append(dst, prefixID), id)
+}
+
+func appendOrdered(dst []byte, v uint64) []byte {
+	n := 0
+	for x := v; x != 0; x >>= 8 {
+		n++
+	}
+	dst = append(dst, byte(n))
+	for i := n - 1; i >= 0; i-- {
+		dst = append(dst, byte(v>>(8*i)))
+	}
+	return dst
+}
+
+func readOrdered(src []byte) (uint64, int, bool) {
+	if len(src) == 0 || src[0] > 8 || len(src) < 1+int(src[0]) {
+		return 0, 0, false
+	}
+	n := int(src[0])
+	if n > 0 && src[1] == 0 {
+		return 0, 0, false
+	}
+	var v uint64
+	for _, b := range src[1 : 1+n] {
+		v = v<<8 | uint64(b)
+	}
+	return v, 1 + n, true
+}
+
+// decodeID decodes the value of an 's' key.
+func decodeID(v []byte, count uint64) (uint64, error) {
+	id, n := binary.Uvarint(v)
+	if n <= 0 || n != len(v) {
+		return 0, fmt.Errorf("%w: string id value %x malformed", ErrCorrupt, v)
+	}
+	if id == 0 {
+		return 0, fmt.Errorf("%w: string id 0", ErrCorrupt)
+	}
+	if count != 0 && id > count {
+		return 0, fmt.Errorf("%w: string id %d beyond count %d", ErrCorrupt, id, count)
+	}
+	return id, nil
+}
+
+// lookup finds s through r, verifying hashed keys against the stored
+// string.
+func (ix *Index) lookup(r *kv.PointReader, s string, count uint64) (uint64, bool, error) {
+	v, ok, err := r.Get(stringKey(nil, s))
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	id, err := decodeID(v, count)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(s) > maxInlineKeyBytes {
+		stored, ok, err := r.Get(idKey(nil, id))
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok || string(stored) != s {
+			return 0, false, fmt.Errorf("%w: hashed string key of id %d does not match its string", ErrCorrupt, id)
+		}
+	}
+	return id, true, nil
+}
+
+// Lookup returns the id of s, if s was interned and committed.
+func (ix *Index) Lookup(s string) (uint64, bool, error) {
+	if id, ok := ix.ids.get(s); ok {
+		return id, true, nil
+	}
+	if err := ix.acquire(); err != nil {
+		return 0, false, err
+	}
+	defer ix.release()
+	r, err := kv.NewPointReader(ix.db)
+	if err != nil {
+		return 0, false, fmt.Errorf("text index %s: lookup: %w", ix.dir, err)
+	}
+	defer r.Close()
+	id, ok, err := ix.lookup(r, s, ix.Count())
+	if err != nil {
+		return 0, false, fmt.Errorf("text index %s: lookup: %w", ix.dir, err)
+	}
+	if ok {
+		ix.ids.put(s, id)
+	}
+	return id, ok, nil
+}
+
+// String returns the string of id; ErrNotFound for an id never committed.
+func (ix *Index) String(id uint64) (string, error) {
+	if s, ok := ix.strings.get(id); ok {
+		return s, nil
+	}
+	if err := ix.acquire(); err != nil {
+		return "", err
+	}
+	defer ix.release()
+	v, ok, err := ix.get(idKey(nil, id))
+	if err != nil {
+		return "", fmt.Errorf("text index %s: string %d: %w", ix.dir, id, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("text index %s: string %d: %w", ix.dir, id, ErrNotFound)
+	}
+	s := string(v)
+	ix.strings.put(id, s)
+	return s, nil
+}
+
+// Count returns the number of committed strings (the largest id).
+func (ix *Index) Count() uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.count
+}
+
+// Watermark returns the data-file offset up to which the index is complete.
+func (ix *Index) Watermark() (int64, error) {
+	if err := ix.acquire(); err != nil {
+		return 0, err
+	}
+	defer ix.release()
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.watermark, nil
+}
+
+// Flush writes the memtable to sstables.
+func (ix *Index) Flush() error {
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
+	ix.dropWriterReader()
+	if err := ix.db.Flush(); err != nil {
+		return fmt.Errorf("text index %s: flush: %w", ix.dir, err)
+	}
+	return nil
+}
+
+// Compact compacts the whole index (to measure its settled size).
+func (ix *Index) Compact() error {
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
+	ix.dropWriterReader()
+	if err := ix.db.Compact([]byte{0}, []byte{0xff}, true); err != nil {
+		return fmt.Errorf("text index %s: compact: %w", ix.dir, err)
+	}
+	return nil
+}
+
+// DiskBytes returns the bytes the index occupies on disk.
+func (ix *Index) DiskBytes() uint64 {
+	if ix.acquire() != nil {
+		return 0
+	}
+	defer ix.release()
+	return ix.db.Metrics().DiskSpaceUsage()
+}
+
+func (ix *Index) dropWriterReader() {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if ix.writerReader != nil {
+		ix.writerReader.Close()
+		ix.writerReader = nil
+	}
+}
+
+// Close flushes (the index has no WAL) and closes the index. It waits for
+// running operations.
+func (ix *Index) Close() error {
+	ix.closeMu.Lock()
+	defer ix.closeMu.Unlock()
+	if ix.closed {
+		return ErrClosed
+	}
+	ix.closed = true
+	ix.writeMu.Lock()
+	if ix.writerReader != nil {
+		ix.writerReader.Close()
+		ix.writerReader = nil
+	}
+	ix.writeMu.Unlock()
+	var ferr error
+	if !ix.readOnly {
+		ferr = ix.db.Flush()
+	}
+	cerr := ix.db.Close()
+	if err := errors.Join(ferr, cerr); err != nil {
+		return fmt.Errorf("text index %s: close: %w", ix.dir, err)
+	}
+	return nil
+}
+
+// newMerger returns the text index's merge operator: 'g' and 'l' posting
+// lists are unioned and re-encoded; it never fails, falling back to
+// concatenation so that readers report corrupt operands.
+func newMerger() *pebble.Merger {
+	return kv.NewMerger("ztsd.textindex.v1", func(_ byte, all []byte, _ int) ([]byte, bool) {
+		out, err := postings.Compact(nil, all, blockSize)
+		return out, err == nil
+	})
+}

@@ -1,0 +1,408 @@
+package textindex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble"
+)
+
+func openTest(t testing.TB, dir string) *Index {
+	t.Helper()
+	ix, err := Open(dir, Options{CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+// corpus returns deterministic strings: identifiers, mixed case, unicode
+// (including case mappings that change byte length), long strings that
+// are keyed by hash (> 512 bytes) and long ones without trigrams (> 4096).
+func corpus(seed uint64, n int) []string {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	words := []string{"Order", "service", "HTTP", "GET", "timeout", "Exception", "java.lang.NullPointerException",
+		"Ärger", "straße", "İstanbul", "ΣΊΣΥΦΟΣ", "日本語", "🙂ok", "kafka", "user", "42", "a", "ab", "x-Y-z", "\xff\xfe"}
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		var b strings.Builder
+		for w := 1 + rng.IntN(4); w > 0; w-- {
+			b.WriteString(words[rng.IntN(len(words))])
+			if rng.IntN(3) == 0 {
+				fmt.Fprintf(&b, "%d", rng.IntN(1000))
+			}
+			b.WriteByte(" ./_"[rng.IntN(4)])
+		}
+		s := b.String()
+		switch {
+		case i%97 == 5:
+			s = strings.Repeat(s, 600/len(s)+1) // hashed key
+		case i%211 == 7:
+			s = strings.Repeat(s, 5000/len(s)+1) + "NEEDLE-in-a-long-string"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func bruteSearch(strs []string, pattern string) []uint64 {
+	p := strings.ToLower(pattern)
+	var ids []uint64
+	for i, s := range strs {
+		if strings.Contains(strings.ToLower(s), p) {
+			ids = append(ids, uint64(i+1))
+		}
+	}
+	return ids
+}
+
+// internAll interns strs (with repeats) in batches and returns the distinct
+// strings in id order.
+func internAll(t testing.TB, ix *Index, strs []string, batch int) []string {
+	t.Helper()
+	var dict []string
+	seen := map[string]uint64{}
+	for i := 0; i < len(strs); i += batch {
+		b := ix.NewBatch()
+		for _, s := range strs[i:min(len(strs), i+batch)] {
+			id := b.Intern(s)
+			if want, ok := seen[s]; ok {
+				if id != want {
+					t.Fatalf("Intern(%q) = %d, earlier %d", s, id, want)
+				}
+				continue
+			}
+			if id != uint64(len(dict)+1) {
+				t.Fatalf("Intern(%q) = %d, want next id %d", s, id, len(dict)+1)
+			}
+			seen[s] = id
+			dict = append(dict, s)
+			if again := b.Intern(s); again != id {
+				t.Fatalf("second Intern in batch = %d, want %d", again, id)
+			}
+		}
+		b.SetWatermark(int64(i + batch))
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dict
+}
+
+func TestInternDeterministicAndPersistent(t *testing.T) {
+	strs := corpus(1, 3000)
+	strs = append(strs, strs[:500]...) // repeats across batches
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a, b := openTest(t, dirA), openTest(t, dirB)
+	dictA := internAll(t, a, strs, 100)
+	dictB := internAll(t, b, strs, 777)
+	if !slices.Equal(dictA, dictB) {
+		t.Fatal("same intern sequence, different dictionaries")
+	}
+	if a.Count() != uint64(len(dictA)) {
+		t.Fatalf("Count = %d, want %d", a.Count(), len(dictA))
+	}
+	b.Close()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = openTest(t, dirA)
+	defer a.Close()
+	if a.Count() != uint64(len(dictA)) {
+		t.Fatalf("Count after reopen = %d", a.Count())
+	}
+	if wm, _ := a.Watermark(); wm != int64((len(strs)+99)/100*100) {
+		t.Fatalf("watermark after reopen %d", wm)
+	}
+	for i, s := range dictA {
+		id, ok, err := a.Lookup(s)
+		if err != nil || !ok || id != uint64(i+1) {
+			t.Fatalf("Lookup(%.40q) = %d %v %v, want %d", s, id, ok, err, i+1)
+		}
+		got, err := a.String(uint64(i + 1))
+		if err != nil || got != s {
+			t.Fatalf("String(%d) = %.40q %v", i+1, got, err)
+		}
+	}
+	// A fresh batch after reopen continues the ids and finds old strings.
+	batch := a.NewBatch()
+	if id := batch.Intern(dictA[10]); id != 11 {
+		t.Fatalf("old string after reopen got %d", id)
+	}
+	if id := batch.Intern("brand new string"); id != uint64(len(dictA)+1) {
+		t.Fatalf("new string after reopen got %d", id)
+	}
+	if err := batch.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.String(0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("String(0): %v", err)
+	}
+	if _, err := a.String(uint64(len(dictA) + 2)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("String(beyond): %v", err)
+	}
+	if _, ok, err := a.Lookup("never interned"); ok || err != nil {
+		t.Fatalf("Lookup(unknown) = %v %v", ok, err)
+	}
+}
+
+func TestUncommittedBatchLeavesNoTrace(t *testing.T) {
+	ix := openTest(t, t.TempDir())
+	defer ix.Close()
+	b := ix.NewBatch()
+	b.Intern("one")
+	b.Intern("two")
+	// never committed
+	b2 := ix.NewBatch()
+	if id := b2.Intern("two"); id != 1 {
+		t.Fatalf("abandoned batch's ids leaked: got %d", id)
+	}
+	if err := b2.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); !errors.Is(err, ErrBatchConflict) {
+		t.Fatalf("stale batch commit: %v", err)
+	}
+	if err := b2.Commit(); !errors.Is(err, ErrBatchConflict) {
+		t.Fatalf("second commit: %v", err)
+	}
+	if id := b2.Intern("late"); id != 0 {
+		t.Fatalf("Intern after commit = %d", id)
+	}
+	if ix.Count() != 1 {
+		t.Fatalf("count %d", ix.Count())
+	}
+}
+
+func TestSearchMatchesBruteForce(t *testing.T) {
+	ix := openTest(t, t.TempDir())
+	defer ix.Close()
+	dict := internAll(t, ix, corpus(2, 4000), 500)
+	rng := rand.New(rand.NewPCG(5, 6))
+	patterns := []string{"", "a", "A", "ab", "42", "ORDER", "order", "der", "xception", "NullPointer",
+		"ärger", "ÄRGER", "STRASSE", "straße", "STRAßE", "i̇stanbul", "İSTANBUL", "σίσυφος", "ΣΊΣ", "日本", "本語",
+		"🙂", "🙂o", "needle-in", "NEEDLE-IN-A-LONG", "\xff", "x-y-z", "zzzz-not-there", "e.", ". "}
+	for i := 0; i < 200; i++ {
+		s := dict[rng.IntN(len(dict))]
+		a := rng.IntN(len(s))
+		b := min(len(s), a+1+rng.IntN(12))
+		patterns = append(patterns, s[a:b])
+	}
+	nonEmpty := 0
+	for _, p := range patterns {
+		want := bruteSearch(dict, p)
+		got, truncated, err := ix.Search(context.Background(), p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if truncated || !slices.Equal(got, want) {
+			t.Fatalf("Search(%q): %d ids (truncated %v), want %d\n got %v\nwant %v", p, len(got), truncated, len(want), head(got), head(want))
+		}
+		if len(want) > 0 {
+			nonEmpty++
+		}
+		for _, limit := range []int{1, 5} {
+			got, truncated, err := ix.Search(context.Background(), p, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := min(limit, len(want))
+			if !slices.Equal(got, want[:n]) || truncated != (len(want) > limit) {
+				t.Fatalf("Search(%q, %d) = %v %v, want %v %v", p, limit, got, truncated, want[:n], len(want) > limit)
+			}
+		}
+	}
+	if nonEmpty < 150 {
+		t.Fatalf("only %d patterns match anything", nonEmpty)
+	}
+	// After flush and compaction (postings merged on disk) nothing changes.
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range patterns[:60] {
+		got, _, err := ix.Search(context.Background(), p, 0)
+		if err != nil || !slices.Equal(got, bruteSearch(dict, p)) {
+			t.Fatalf("after compaction Search(%q) = %v, %v", p, head(got), err)
+		}
+	}
+}
+
+func head(ids []uint64) []uint64 { return ids[:min(len(ids), 10)] }
+
+func TestSearchCancelled(t *testing.T) {
+	ix := openTest(t, t.TempDir())
+	defer ix.Close()
+	internAll(t, ix, corpus(3, 3000), 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, p := range []string{"a", "order"} {
+		if _, _, err := ix.Search(ctx, p, 0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Search(%q) on cancelled context: %v", p, err)
+		}
+	}
+}
+
+func TestConcurrentReadersDuringWrites(t *testing.T) {
+	ix := openTest(t, t.TempDir())
+	defer ix.Close()
+	strs := corpus(4, 3000)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	errc := make(chan error, 4)
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				count := ix.Count()
+				ids, _, err := ix.Search(context.Background(), "service", 50)
+				if err != nil {
+					errc <- err
+					return
+				}
+				for _, id := range ids {
+					s, err := ix.String(id)
+					if err != nil || !strings.Contains(strings.ToLower(s), "service") {
+						errc <- fmt.Errorf("hit %d = %q, %v", id, s, err)
+						return
+					}
+				}
+				if count > 0 {
+					if _, err := ix.String(count); err != nil {
+						errc <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	internAll(t, ix, strs, 50)
+	close(done)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	default:
+	}
+}
+
+func TestCorruptValuesAreReported(t *testing.T) {
+	dir := t.TempDir()
+	ix := openTest(t, dir)
+	internAll(t, ix, []string{"alpha", "beta", "gamma"}, 10)
+	// A damaged id value and a damaged posting list.
+	if err := ix.db.Set(stringKey(nil, "beta"), []byte{0x80}, pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.db.Set([]byte{prefixGram, 'a', 'l', 'p', 1, 0}, []byte{0x07, 1}, pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	ix.ids = newLRUMap[string, uint64](16) // forget cached ids
+	if _, _, err := ix.Lookup("beta"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Lookup of a damaged id: %v", err)
+	}
+	b := ix.NewBatch()
+	if id := b.Intern("beta"); id != 0 {
+		t.Fatalf("Intern of a damaged id = %d", id)
+	}
+	if err := b.Commit(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Commit after a damaged lookup: %v", err)
+	}
+	if _, _, err := ix.Search(context.Background(), "alpha", 0); err == nil {
+		t.Fatal("Search over a damaged posting list succeeded")
+	}
+	if err := ix.db.Set(keyFormat, []byte{9}, pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open with a bad format record: %v", err)
+	}
+}
+
+func TestOrderedEncoding(t *testing.T) {
+	vals := []uint64{0, 1, 255, 256, 65535, 65536, 1 << 40, ^uint64(0)}
+	var prev []byte
+	for _, v := range vals {
+		enc := appendOrdered(nil, v)
+		got, n, ok := readOrdered(enc)
+		if !ok || n != len(enc) || got != v {
+			t.Fatalf("%d: decoded %d %d %v", v, got, n, ok)
+		}
+		if prev != nil && string(prev) >= string(enc) {
+			t.Fatalf("encoding of %d does not sort after its predecessor", v)
+		}
+		prev = enc
+	}
+	for _, bad := range [][]byte{{}, {9}, {2, 1}, {1, 0}} {
+		if _, _, ok := readOrdered(bad); ok {
+			t.Fatalf("readOrdered(%x) accepted", bad)
+		}
+	}
+}
+
+func TestReadOnlyAndIntegrity(t *testing.T) {
+	if _, err := OpenReadOnly(t.TempDir(), Options{}); !errors.Is(err, ErrNoIndex) {
+		t.Fatalf("empty dir: %v", err)
+	}
+	dir := t.TempDir()
+	ix := openTest(t, dir)
+	dict := internAll(t, ix, corpus(7, 500), 100)
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if ro.Count() != uint64(len(dict)) {
+		t.Fatalf("read-only count %d", ro.Count())
+	}
+	if n, err := ro.CheckIntegrity(); err != nil || n < int64(2*len(dict)) {
+		t.Fatalf("CheckIntegrity: %d keys, %v", n, err)
+	}
+	got, _, err := ro.Search(context.Background(), "order", 0)
+	if err != nil || !slices.Equal(got, bruteSearch(dict, "order")) {
+		t.Fatalf("read-only search: %v", err)
+	}
+	b := ro.NewBatch()
+	b.Intern("new")
+	if err := b.Commit(); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("commit on read-only index: %v", err)
+	}
+}
+
+func FuzzDecodeState(f *testing.F) {
+	f.Add(appendState(nil, 5, 1000))
+	f.Add(appendState(nil, 0, -1))
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		count, wm, err := decodeState(v)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error without ErrCorrupt: %v", err)
+			}
+			return
+		}
+		if string(appendState(nil, count, wm)) != string(v) {
+			t.Fatalf("state %x decodes to %d/%d, which encodes differently", v, count, wm)
+		}
+	})
+}
