@@ -57,7 +57,8 @@ type Config struct {
 	// credentials, so Access does not apply to them.
 	Listen string `toml:"listen"`
 	// OTLPGRPCListen, if set, accepts OTLP/gRPC trace exports on this
-	// address (any host, e.g. "0.0.0.0:4317").
+	// address (any host, e.g. "0.0.0.0:4317"), or on a unix socket
+	// ("unix:/path").
 	OTLPGRPCListen string `toml:"otlp_grpc_listen"`
 	// Sync is the durability policy: SyncAlways, SyncBatch or SyncNone.
 	Sync string `toml:"sync"`
@@ -383,7 +384,11 @@ func (c Config) validate() []*KeyError {
 			bad("listen", "%v", err)
 		}
 	}
-	if c.OTLPGRPCListen != "" {
+	if path, ok := strings.CutPrefix(c.OTLPGRPCListen, "unix:"); ok {
+		if path == "" {
+			bad("otlp_grpc_listen", "%q names no socket path (want unix:/path)", c.OTLPGRPCListen)
+		}
+	} else if c.OTLPGRPCListen != "" {
 		if err := checkListenAddr(c.OTLPGRPCListen, false); err != nil {
 			bad("otlp_grpc_listen", "%v", err)
 		}

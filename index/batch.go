@@ -33,6 +33,36 @@ type postKey struct {
 	a, b   uint64
 }
 
+// openBlock is the in-memory index of the open block: its posting lists as
+// they will be written when it is sealed, and, for searches, the entries
+// by text set (Texts plus attribute values). The writer changes it under
+// Index.mu; searches read it under Index.mu's read lock.
+type openBlock struct {
+	blk   uint64
+	posts blockPostings
+	texts map[uint64][]uint32
+}
+
+func newOpenBlock(blk uint64) *openBlock {
+	return &openBlock{blk: blk, posts: make(blockPostings), texts: make(map[uint64][]uint32)}
+}
+
+func (o *openBlock) add(off uint32, r row) {
+	o.posts.add(off, r)
+	addText := func(t uint64) {
+		l := o.texts[t]
+		if n := len(l); n == 0 || l[n-1] != off {
+			o.texts[t] = append(l, off)
+		}
+	}
+	for _, t := range r.texts {
+		addText(t)
+	}
+	for _, kv := range r.attrs {
+		addText(kv.Value)
+	}
+}
+
 // blockPostings are the posting lists of one block being built.
 type blockPostings map[postKey][]uint32
 
@@ -233,8 +263,8 @@ func (b *Batch) Commit() error {
 		// The block is full: write its posting lists once.
 		posts := make(blockPostings)
 		if firstOff > 0 {
-			for k, offs := range ix.tailPosts {
-				posts[k] = slices.Clip(offs) // appending copies: ix.tailPosts stays as is
+			for k, offs := range ix.open.posts {
+				posts[k] = slices.Clip(offs) // appending copies: ix.open stays as is
 			}
 			wb.Delete(numKey(key[:0], prefixRows, blk))
 		}
@@ -273,20 +303,20 @@ func (b *Batch) Commit() error {
 	for _, kv := range newPairs {
 		ix.pairs.add(kv)
 	}
-	if len(newSealed) > len(sealed) {
-		ix.tailPosts = make(blockPostings)
-	}
-	if openRows != nil {
-		firstOff := tail.n - uint32(len(openRows))
-		for j, r := range openRows {
-			ix.tailPosts.add(firstOff+uint32(j), r)
-		}
-	}
 	order2 := ix.order
 	if len(newSealed)-order2.upto >= rebuildEvery {
 		order2 = buildOrder(order2, newSealed)
 	}
 	ix.mu.Lock()
+	if len(newSealed) > len(sealed) {
+		ix.open = newOpenBlock(uint64(len(newSealed)))
+	}
+	if openRows != nil {
+		firstOff := tail.n - uint32(len(openRows))
+		for j, r := range openRows {
+			ix.open.add(firstOff+uint32(j), r)
+		}
+	}
 	ix.spans, ix.traces, ix.watermark = newState.spans, newState.traces, newState.watermark
 	ix.sealed, ix.tail, ix.order = newSealed, tail, order2
 	ix.mu.Unlock()

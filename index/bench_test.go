@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -177,13 +178,17 @@ func BenchmarkQueries(b *testing.B) {
 		for len(ids) < 1000 {
 			ids = append(ids, w.trace()[0].TraceID)
 		}
+		lat := make([]time.Duration, 0, b.N)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
 			refs, err := ix.TraceSpans(ids[i%len(ids)])
+			lat = append(lat, time.Since(t0))
 			if err != nil || len(refs) != 10 {
 				b.Fatalf("%d refs, %v", len(refs), err)
 			}
 		}
+		reportPercentiles(b, lat)
 	})
 	searches := []struct {
 		name string
@@ -200,12 +205,16 @@ func BenchmarkQueries(b *testing.B) {
 	}
 	for _, sc := range searches {
 		b.Run(sc.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			defer func() { reportPercentiles(b, lat) }()
 			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
 				n := 0
 				err := ix.Search(context.Background(), sc.q, func(Hit) bool {
 					n++
 					return n < 100
 				})
+				lat = append(lat, time.Since(t0))
 				if err != nil || n == 0 {
 					b.Fatalf("%d hits, %v", n, err)
 				}
@@ -213,4 +222,14 @@ func BenchmarkQueries(b *testing.B) {
 		})
 	}
 	b.StopTimer()
+}
+
+// reportPercentiles reports the p50 and p99 of per-operation latencies.
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

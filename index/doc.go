@@ -26,14 +26,22 @@
 //     a search candidate back into its trace.
 //   - 'c' block → the time column: start time, error bit and duration class
 //     of every entry of the block, in sequence order.
-//   - 'b' block → the block summary (entry count, min and max start), kept in
-//     memory: searches visit blocks in descending max-start order.
-//   - 'a' key value block, 'w' text block → posting lists (block offsets).
-//   - 'm' → format record, counters, watermark.
+//   - 'b' block → the summary (min and max start) of a sealed (full) block,
+//     kept in memory: searches visit blocks in descending max-start order.
+//   - 'a' key value block, 'w' text block → posting lists (block offsets) of
+//     a sealed block, written once when the block fills up; 'v' value key
+//     records which keys a value occurs under (for text search).
+//   - 'r' block → the rows (attribute and text ids) of the open block, the
+//     one still filling up; deleted when it is sealed. The writer keeps the
+//     open block's posting lists in memory and rebuilds them from the rows
+//     on open; searches evaluate the rows.
+//   - 'm' → format record; state record (counters, watermark, open block
+//     summary), written with every batch.
 //
-// Multi-entry values are written with Pebble merge operations (one operand
-// per batch) and compacted by the package's merge operator. The exact byte
-// layout is in docs/format/index-keys.md.
+// So a batch writes a handful of keys per trace plus one per block,
+// whatever its size. Multi-entry values are written with Pebble merge
+// operations (one operand per batch). The exact byte layout is in
+// docs/format/index-keys.md.
 //
 // # Search
 //
@@ -41,7 +49,8 @@
 // span id desc), one hit per (StartNS, trace id, span id): when several
 // chunks of one span match, the hit is the lowest chunk number. It visits
 // blocks in descending max-start order, finds candidates in each block by
-// intersecting posting lists (attributes AND, texts OR), filters them with
+// intersecting posting lists (attributes AND, texts OR; the open block's
+// rows are evaluated directly), filters them with
 // the time column, and emits a candidate once no unvisited block can hold a
 // newer one. Blocks that a rare attribute or text does not occur in are
 // skipped without being read.

@@ -2,7 +2,6 @@ package index
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -109,9 +108,8 @@ type Index struct {
 	tail      blockSummary   // block len(sealed) while it fills (n == 0: empty)
 	order     *blockOrder    // sealed blocks [0, order.upto) by max start desc
 
-	// tailPosts are the posting lists of the open block (writer only,
-	// under writeMu), written out when the block fills up.
-	tailPosts blockPostings
+	// open indexes the open block in memory (see openBlock).
+	open *openBlock
 }
 
 // Open opens the index in dir, creating it when missing.
@@ -267,7 +265,7 @@ func (ix *Index) load(createShift uint) error {
 	ix.order = buildOrder(nil, sealed)
 
 	// The open block: rebuild the writer's posting lists from its rows.
-	ix.tailPosts = make(blockPostings)
+	ix.open = newOpenBlock(nsealed)
 	if ix.tail.n > 0 {
 		v, ok, err := ix.get(numKey(nil, prefixRows, nsealed))
 		if err != nil {
@@ -279,7 +277,7 @@ func (ix *Index) load(createShift uint) error {
 		var seen uint32
 		err = decodeRows(v, nsealed, ix.blockSize, ix.tail.n, func(off uint32, r row) {
 			if off == seen {
-				ix.tailPosts.add(off, r)
+				ix.open.add(off, r)
 				seen++
 			}
 		})
@@ -304,30 +302,6 @@ func (ix *Index) get(key []byte) ([]byte, bool, error) {
 	out := bytes.Clone(v)
 	closer.Close()
 	return out, true, nil
-}
-
-// has reports whether key exists.
-func (ix *Index) has(key []byte) (bool, error) {
-	_, closer, err := ix.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("get %q: %w", key, err)
-	}
-	closer.Close()
-	return true, nil
-}
-
-func (ix *Index) getU64(key []byte) (uint64, error) {
-	v, ok, err := ix.get(key)
-	if err != nil || !ok {
-		return 0, err
-	}
-	if len(v) != 8 {
-		return 0, corruptf("%s: value %x is not 8 bytes", key, v)
-	}
-	return binary.BigEndian.Uint64(v), nil
 }
 
 // acquire holds the index open for one operation.

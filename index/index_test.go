@@ -343,9 +343,16 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	if st := ix.Stats(); st.Spans != uint64(len(entries)) || st.Blocks != (st.Spans+uint64(ix.blockSize)-1)>>ix.blockShift {
 		t.Fatalf("stats %+v, want %d spans", st, len(entries))
 	}
-	for _, dense := range []bool{false, true} {
+	for pass, dense := range []bool{false, true, true} {
 		if dense {
 			ix.prefetchKeys = 1 // every multi-block conjunct looked up block by block
+		}
+		if pass == 2 {
+			// The open block's rows instead of its in-memory index, as when
+			// the block is sealed while a search runs.
+			open := ix.open
+			ix.open = nil
+			defer func() { ix.open = open }()
 		}
 		nonEmpty := 0
 		for qi, q := range queries(entries) {
@@ -808,5 +815,47 @@ func TestReadOnlyEntriesAndIntegrity(t *testing.T) {
 	b.AddSpan(entries[0])
 	if err := b.Commit(); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("commit on read-only index: %v", err)
+	}
+}
+
+// Conditions that only the open block (no posting lists yet) satisfies.
+func TestSearchOpenBlockOnly(t *testing.T) {
+	entries := genEntries(21, 400)
+	ix := openTest(t, t.TempDir(), 6)
+	defer ix.Close()
+	m := &model{}
+	fill(t, ix, m, entries, 22)
+	fresh := []SpanEntry{
+		{TraceID: [16]byte{0xee}, SpanID: 1, StartNS: 5, Attrs: []KV{{77, 7777}}, Texts: []uint64{88888}},
+		{TraceID: [16]byte{0xee}, SpanID: 2, ParentID: 1, StartNS: 6, Attrs: []KV{{77, 7778}}, Error: true},
+	}
+	b := ix.NewBatch()
+	for _, e := range fresh {
+		b.AddSpan(e)
+		m.add(e)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Stats().Spans%64 == 0 {
+		t.Skip("the fresh entries sealed their block")
+	}
+	for _, q := range []Query{
+		{Attrs: []KV{{77, 7777}}},
+		{TextAny: []uint64{88888}},
+		{TextAny: []uint64{7778}},
+		{Attrs: []KV{{77, 7778}}, ErrorsOnly: true},
+	} {
+		want := m.search(q)
+		if len(want) != 1 {
+			t.Fatalf("query %+v: model has %d hits", q, len(want))
+		}
+		if d := diffHits(collect(t, ix, q), want); d != "" {
+			t.Fatalf("query %+v: %s", q, d)
+		}
+	}
+	vals, err := ix.AttrValues(77, 0)
+	if err != nil || !slices.Equal(vals, []uint64{7777, 7778}) {
+		t.Fatalf("AttrValues(77) = %v, %v", vals, err)
 	}
 }

@@ -20,7 +20,7 @@ type Query struct {
 	MinDurationNS    int64
 	ErrorsOnly       bool
 	Attrs            []KV     // every one must be among the entry's Attrs
-	TextAny          []uint64 // at least one must be among the entry's Texts; empty = no text filter
+	TextAny          []uint64 // at least one must be in the entry's text set: its Texts plus its attribute values; empty = no text filter
 	TextFilterAll    bool     // the caller's text filter matched no string: no hits
 	After            *Cursor  // resume strictly after this position
 }
@@ -81,6 +81,8 @@ func (ix *Index) Search(ctx context.Context, q Query, fn func(Hit) bool) error {
 // sources' posting lists.
 type conjunct struct {
 	sources [][]byte // posting key prefixes ('a' key value, or 'w' text)
+	attr    *KV      // the attribute, for an attribute conjunct
+	texts   []uint64 // the text ids, for the text conjunct
 	// blocks maps each block the conjunct occurs in to the sources present
 	// there; nil when the conjunct is dense.
 	blocks map[uint64][]int
@@ -104,7 +106,6 @@ type searcher struct {
 	traces  map[[16]byte][]traceRec // decoded traces, sorted by seq
 	textSet map[uint64]struct{}     // TextAny, for the open block's rows
 	minCls  uint8
-	last    *Cursor // key of the last hit delivered, for deduplication
 }
 
 type cand struct {
@@ -130,7 +131,7 @@ func (s *searcher) run(ctx context.Context, fn func(Hit) bool) error {
 		return err
 	}
 	for _, c := range s.conj {
-		if c.blocks != nil && len(c.blocks) == 0 {
+		if c.blocks != nil && len(c.blocks) == 0 && s.v.tail.n == 0 {
 			return nil // a condition that occurs nowhere
 		}
 	}
@@ -206,7 +207,7 @@ func (s *searcher) nextEligible(it *blockIter) (uint64, blockSummary, bool) {
 // they occur in.
 func (s *searcher) plan(ctx context.Context) error {
 	for _, kv := range s.q.Attrs {
-		s.conj = append(s.conj, &conjunct{sources: [][]byte{attrPrefix(nil, kv.Key, kv.Value)}})
+		s.conj = append(s.conj, &conjunct{sources: [][]byte{attrPrefix(nil, kv.Key, kv.Value)}, attr: &kv})
 	}
 	if len(s.q.TextAny) == 0 && len(s.conj) == 0 {
 		return nil
@@ -219,7 +220,7 @@ func (s *searcher) plan(ctx context.Context) error {
 		ids := slices.Clone(s.q.TextAny)
 		slices.Sort(ids)
 		ids = slices.Compact(ids)
-		c := &conjunct{}
+		c := &conjunct{texts: ids}
 		var vp []byte
 		for _, t := range ids {
 			c.sources = append(c.sources, textPrefix(nil, t))
@@ -294,8 +295,10 @@ func (s *searcher) scanBlock(blk uint64, sum blockSummary) error {
 	if sum.n < s.v.blockSize && len(s.conj) > 0 {
 		var ok bool
 		var err error
-		if cands, ok, err = s.openBlockCandidates(blk, sum); err != nil {
-			return err
+		if cands, ok = s.openBlockMemory(blk, sum); !ok {
+			if cands, ok, err = s.openBlockCandidates(blk, sum); err != nil {
+				return err
+			}
 		}
 		// Without rows the block was sealed after this search began: its
 		// posting lists are written.
@@ -381,6 +384,40 @@ func (s *searcher) scanBlock(blk uint64, sum blockSummary) error {
 		}
 	}
 	return nil
+}
+
+// openBlockMemory evaluates the attribute and text conditions on the
+// writer's in-memory index of the open block; ok is false when that index
+// is of another block (this one was sealed after the search began).
+func (s *searcher) openBlockMemory(blk uint64, sum blockSummary) ([]uint32, bool) {
+	s.ix.mu.RLock()
+	defer s.ix.mu.RUnlock()
+	o := s.ix.open
+	if o == nil || o.blk != blk {
+		return nil, false
+	}
+	var cands []uint32
+	for i, c := range s.conj {
+		var set []uint32
+		if c.attr != nil {
+			set = o.posts[postKey{prefix: prefixAttr, a: c.attr.Key, b: c.attr.Value}]
+		} else {
+			for _, t := range c.texts {
+				set = postings.Union(set, o.texts[t])
+			}
+		}
+		// Entries beyond the search's view are newer than the search.
+		n, _ := slices.BinarySearch(set, sum.n)
+		if i == 0 {
+			cands = append([]uint32{}, set[:n]...)
+		} else {
+			cands = postings.Intersect(cands, set[:n])
+		}
+		if len(cands) == 0 {
+			break
+		}
+	}
+	return cands, true
 }
 
 // openBlockCandidates evaluates the attribute and text conditions on the

@@ -3,11 +3,15 @@ package storedir
 import (
 	"container/list"
 	"sync"
+
+	"github.com/ztsd/ztsd/trace"
 )
 
-// chunkCache keeps the decompressed payloads of recently read chunks, so
-// that reading the spans of one trace (usually in one chunk) decompresses
-// it once. Bounded by entry count.
+// chunkCache keeps views of the decompressed payloads of recently read
+// chunks, so that reading the spans of one trace (usually in one chunk)
+// reads and decompresses it once, and each later read of a span of the
+// chunk decodes only that span (trace.ChunkView remembers where each span
+// starts). Bounded by entry count.
 type chunkCache struct {
 	mu    sync.Mutex
 	max   int
@@ -21,25 +25,25 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	key     cacheKey
-	payload []byte
+	key  cacheKey
+	view *trace.ChunkView
 }
 
 func newChunkCache(max int) *chunkCache {
 	return &chunkCache{max: max, ll: list.New(), items: map[cacheKey]*list.Element{}}
 }
 
-func (c *chunkCache) get(store uint32, off int64) ([]byte, bool) {
+func (c *chunkCache) get(store uint32, off int64) (*trace.ChunkView, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[cacheKey{store, off}]; ok {
 		c.ll.MoveToFront(e)
-		return e.Value.(*cacheEntry).payload, true
+		return e.Value.(*cacheEntry).view, true
 	}
 	return nil, false
 }
 
-func (c *chunkCache) put(store uint32, off int64, payload []byte) {
+func (c *chunkCache) put(store uint32, off int64, view *trace.ChunkView) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := cacheKey{store, off}
@@ -47,7 +51,7 @@ func (c *chunkCache) put(store uint32, off int64, payload []byte) {
 		c.ll.MoveToFront(e)
 		return
 	}
-	c.items[k] = c.ll.PushFront(&cacheEntry{key: k, payload: payload})
+	c.items[k] = c.ll.PushFront(&cacheEntry{key: k, view: view})
 	for c.ll.Len() > c.max {
 		e := c.ll.Back()
 		c.ll.Remove(e)

@@ -115,16 +115,28 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 
 // readSpan reads the span at loc, through the chunk cache.
 func (db *DB) readSpan(s *Store, loc index.Location) (*trace.Span, error) {
-	payload, ok := db.cache.get(s.id, loc.ChunkOffset)
+	return db.readSpanAs(s, loc, (*trace.ChunkView).Span)
+}
+
+// readSummary reads the span at loc without its record tree (search
+// results), through the chunk cache.
+func (db *DB) readSummary(s *Store, loc index.Location) (*trace.Span, error) {
+	return db.readSpanAs(s, loc, (*trace.ChunkView).Summary)
+}
+
+func (db *DB) readSpanAs(s *Store, loc index.Location, decode func(*trace.ChunkView, int) (*trace.Span, error)) (*trace.Span, error) {
+	view, ok := db.cache.get(s.id, loc.ChunkOffset)
 	if !ok {
-		p, _, err := s.data.ReadChunk(loc.ChunkOffset)
+		payload, _, err := s.data.ReadChunk(loc.ChunkOffset)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
 		}
-		payload = p
-		db.cache.put(s.id, loc.ChunkOffset, payload)
+		if view, err = trace.NewChunkView(payload, db.opt.Limits); err != nil {
+			return nil, fmt.Errorf("store %s chunk at offset %d: %w", StoreName(s.id), loc.ChunkOffset, err)
+		}
+		db.cache.put(s.id, loc.ChunkOffset, view)
 	}
-	sp, err := trace.DecodeChunkSpan(payload, int(loc.Index), db.opt.Limits)
+	sp, err := decode(view, int(loc.Index))
 	if err != nil {
 		return nil, fmt.Errorf("store %s chunk at offset %d: %w", StoreName(s.id), loc.ChunkOffset, err)
 	}
@@ -234,11 +246,11 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 			more = true
 			break
 		}
-		sp, err := db.readSpan(h.store, h.ref.Loc)
+		sp, err := db.readSummary(h.store, h.ref.Loc)
 		if err != nil {
 			return nil, err
 		}
-		sp.Root, sp.Children = nil, nil
+		sp.Children = nil
 		res.Spans = append(res.Spans, sp)
 		last = h
 	}

@@ -315,6 +315,24 @@ func (s *Store) indexChunk(off, next int64, spans []*trace.Span, doMeta, doText 
 	if err := IndexChunk(s.meta, s.text, off, next, spans, doMeta, doText); err != nil {
 		return fmt.Errorf("store %s: %w", s.dir, err)
 	}
+	s.counted(spans, 1)
+	return nil
+}
+
+// indexChunks adds consecutive chunks written by one group commit to both
+// indexes in one batch each (IndexChunks) and updates the counters.
+func (s *Store) indexChunks(chunks []ChunkSpans) error {
+	if err := IndexChunks(s.meta, s.text, chunks, true, true); err != nil {
+		return fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	for _, c := range chunks {
+		s.counted(c.Spans, 1)
+	}
+	return nil
+}
+
+// counted adds spans stored in n chunks to the store's counters.
+func (s *Store) counted(spans []*trace.Span, n int64) {
 	s.mu.Lock()
 	for _, sp := range spans {
 		if s.firstNS == 0 || sp.StartNS < s.firstNS {
@@ -325,64 +343,131 @@ func (s *Store) indexChunk(off, next int64, spans []*trace.Span, doMeta, doText 
 		}
 	}
 	s.spans += int64(len(spans))
-	s.chunks++
+	s.chunks += n
 	s.mu.Unlock()
-	return nil
+}
+
+// ChunkSpans is one stored chunk for IndexChunks: its data-file offset,
+// where the next chunk starts, and its spans in payload order.
+type ChunkSpans struct {
+	Off, Next int64
+	Spans     []*trace.Span
 }
 
 // IndexChunk adds the spans of the chunk at data-file offset off (the next
 // chunk starts at next) to meta (when doMeta) and text (when doText), and
 // moves their watermarks to next. It is the one function that turns
 // stored spans into index entries — the write path, the catch-up on open
-// and `ztsctl recover` all use it — so text ids come out the same
-// whichever of them built an index. With doText false, text must already
-// hold the chunk's strings (its watermark is past off).
+// and `ztsctl recover` all use it (or IndexChunks, its batched form) — so
+// text ids come out the same whichever of them built an index. With doText
+// false, text must already hold the chunk's strings (its watermark is past
+// off).
 func IndexChunk(meta *index.Index, text *textindex.Index, off, next int64, spans []*trace.Span, doMeta, doText bool) error {
+	return IndexChunks(meta, text, []ChunkSpans{{Off: off, Next: next, Spans: spans}}, doMeta, doText)
+}
+
+// IndexChunks is IndexChunk for consecutive chunks of one data file (each
+// chunk's Off is the previous one's Next), with one batch per index for all
+// of them: the entries and text ids are exactly those of calling IndexChunk
+// chunk by chunk, the watermarks move to the last chunk's Next, and the
+// indexes pay one commit (and one merge operand per posting key) instead
+// of one per chunk.
+func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, doMeta, doText bool) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	off, next := chunks[0].Off, chunks[len(chunks)-1].Next
 	tb := text.NewBatch()
 	var mb *index.Batch
 	if doMeta {
 		mb = meta.NewBatch()
 	}
-	for i, sp := range spans {
-		e := index.SpanEntry{
-			TraceID:    sp.TraceID,
-			SpanID:     uint64(sp.SpanID),
-			ParentID:   uint64(sp.ParentID),
-			ChunkNum:   sp.ChunkNum,
-			StartNS:    sp.StartNS,
-			DurationNS: sp.DurationNS,
-			Error:      sp.Error || sp.Errors > 0,
-			Loc:        index.Location{ChunkOffset: off, Index: uint32(i)},
+	in := newInterner(tb)
+	var entries []index.SpanEntry
+	for _, c := range chunks {
+		for i, sp := range c.Spans {
+			e := index.SpanEntry{
+				TraceID:    sp.TraceID,
+				SpanID:     uint64(sp.SpanID),
+				ParentID:   uint64(sp.ParentID),
+				ChunkNum:   sp.ChunkNum,
+				StartNS:    sp.StartNS,
+				DurationNS: sp.DurationNS,
+				Error:      sp.Error || sp.Errors > 0,
+				Loc:        index.Location{ChunkOffset: c.Off, Index: uint32(i)},
+			}
+			in.internSpan(sp, &e)
+			if mb != nil {
+				entries = append(entries, e)
+			}
 		}
-		internSpan(tb, sp, &e)
-		if mb != nil {
+	}
+	// Every text id is assigned by now: the text batch commits while the
+	// metadata batch is built and committed, on two cores. The two indexes
+	// are separate databases with their own watermarks; whichever commit a
+	// crash loses is redone from the data file on the next open, and text
+	// ids come out the same (data-file order).
+	textErr := make(chan error, 1)
+	if doText {
+		go func() {
+			tb.SetWatermark(next)
+			if err := tb.Commit(); err != nil {
+				textErr <- fmt.Errorf("text index at chunk %d: %w", off, err)
+				return
+			}
+			textErr <- nil
+		}()
+	} else {
+		textErr <- nil
+	}
+	var metaErr error
+	if mb != nil {
+		for _, e := range entries {
 			mb.AddSpan(e)
 		}
-	}
-	if doText {
-		tb.SetWatermark(next)
-		if err := tb.Commit(); err != nil {
-			return fmt.Errorf("text index at chunk %d: %w", off, err)
-		}
-	}
-	if mb != nil {
 		mb.SetWatermark(next)
 		if err := mb.Commit(); err != nil {
-			return fmt.Errorf("metadata index at chunk %d: %w", off, err)
+			metaErr = fmt.Errorf("metadata index at chunk %d: %w", off, err)
 		}
 	}
-	return nil
+	return errors.Join(<-textErr, metaErr)
 }
 
-// internSpan interns every searchable string of sp into tb, in a fixed
-// order, and fills e.Attrs and e.Texts.
-func internSpan(tb *textindex.Batch, sp *trace.Span, e *index.SpanEntry) {
-	seen := make(map[uint64]struct{}, 16)
+// interner interns the strings of one chunk's spans into a text index
+// batch. It remembers every id the batch returned, so that the strings a
+// chunk repeats (method names, attribute keys, low-cardinality values) are
+// looked up in the batch once per chunk; Batch.Intern is idempotent, so
+// the ids, and the order in which new strings get theirs, are exactly
+// those of calling it for every occurrence.
+type interner struct {
+	tb   *textindex.Batch
+	ids  map[string]uint64
+	seen map[uint64]struct{} // the current span's text ids
+}
+
+func newInterner(tb *textindex.Batch) *interner {
+	return &interner{tb: tb, ids: make(map[string]uint64, 1024), seen: make(map[uint64]struct{}, 64)}
+}
+
+func (in *interner) intern(s string) uint64 {
+	if id, ok := in.ids[s]; ok {
+		return id
+	}
+	id := in.tb.Intern(s)
+	in.ids[s] = id
+	return id
+}
+
+// internSpan interns every searchable string of sp, in a fixed order, and
+// fills e.Attrs and e.Texts.
+func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
+	seen := in.seen
+	clear(seen)
 	addText := func(s string) uint64 {
 		if s == "" {
 			return 0
 		}
-		id := tb.Intern(s)
+		id := in.intern(s)
 		if _, ok := seen[id]; !ok {
 			seen[id] = struct{}{}
 			e.Texts = append(e.Texts, id)

@@ -23,7 +23,7 @@
 //     maxTrigramBytes bytes;
 //   - 'l' block → posting list of the longer strings, which every substring
 //     search verifies directly;
-//   - 'm' format, count, watermark.
+//   - 'm' format; state (count, watermark), written with every batch.
 //
 // docs/format/index-keys.md documents every byte.
 //

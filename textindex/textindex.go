@@ -61,7 +61,7 @@ type Options struct {
 	// CacheBytes bounds Pebble's block cache; 0 means 32 MiB.
 	CacheBytes int64
 	// CacheEntries bounds the in-memory string → id and id → string caches
-	// (each); 0 means 262144.
+	// (each); 0 means 65536.
 	CacheEntries int
 	// Logf receives Pebble's informational log lines; nil discards them.
 	Logf func(format string, args ...any)
@@ -115,7 +115,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 		opt.CacheBytes = kv.DefaultCacheBytes
 	}
 	if opt.CacheEntries <= 0 {
-		opt.CacheEntries = 1 << 18
+		opt.CacheEntries = 1 << 16
 	}
 	if !readOnly {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -201,6 +201,9 @@ func decodeState(v []byte) (count uint64, watermark int64, err error) {
 	watermark, m := binary.Varint(v[n:])
 	if m <= 0 || n+m != len(v) {
 		return 0, 0, fmt.Errorf("%w: state record %x: bad watermark", ErrCorrupt, v)
+	}
+	if !bytes.Equal(appendState(nil, count, watermark), v) {
+		return 0, 0, fmt.Errorf("%w: state record %x: non-minimal varint", ErrCorrupt, v)
 	}
 	return count, watermark, nil
 }

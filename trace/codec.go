@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -749,6 +750,78 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 	return out, nil
 }
 
+// ChunkView gives random access to the spans of one chunk payload, for
+// readers that take several spans from the same chunk over time (a chunk
+// cache). Its string table is decoded once (eagerly, so that it can be
+// shared) and the byte offset of each span is remembered the first time a
+// span at or beyond it is asked for, so each span of the chunk is skipped
+// over at most once however many reads follow. It is safe for concurrent
+// use; the payload must not change while the view is in use.
+type ChunkView struct {
+	p     []byte
+	lim   Limits
+	strs  []string
+	spans int
+
+	mu   sync.Mutex
+	offs []int32 // offs[i] is where span i starts, for the spans seen so far
+	next int     // where the span after the last of offs starts
+}
+
+// NewChunkView decodes the payload's string table and span list head.
+// Malformed input yields a *CorruptPayloadError, as from DecodeChunk.
+func NewChunkView(payload []byte, lim Limits) (*ChunkView, error) {
+	d := chunkDecoder{p: payload, lim: lim.withDefaults()}
+	n, err := d.prologue()
+	if err != nil {
+		return nil, err
+	}
+	return &ChunkView{p: payload, lim: d.lim, strs: d.strs, spans: n, offs: make([]int32, 0, min(n, 4096)), next: d.off}, nil
+}
+
+// Len is the number of spans in the chunk.
+func (v *ChunkView) Len() int { return v.spans }
+
+// Span decodes span i with its record tree, as DecodeChunkSpan does. An
+// index outside the span list yields an error wrapping ErrNoSuchSpan.
+func (v *ChunkView) Span(i int) (*Span, error) { return v.decode(i, false) }
+
+// Summary decodes span i without its record tree (Root is nil), as
+// DecodeChunkSummaries does; it is what search results need.
+func (v *ChunkView) Summary(i int) (*Span, error) { return v.decode(i, true) }
+
+func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
+	off, err := v.offset(i)
+	if err != nil {
+		return nil, err
+	}
+	d := chunkDecoder{p: v.p, off: off, lim: v.lim, strs: v.strs, summary: summary}
+	s, err := d.span()
+	if err != nil {
+		return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
+	}
+	return s, nil
+}
+
+// offset returns where span i starts, skipping (once) the spans before it
+// that no earlier call reached.
+func (v *ChunkView) offset(i int) (int, error) {
+	if i < 0 || i >= v.spans {
+		return 0, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, v.spans)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for len(v.offs) <= i {
+		d := chunkDecoder{p: v.p, off: v.next, lim: v.lim}
+		if err := d.skip(); err != nil {
+			return 0, fmt.Errorf("chunk payload span %d: %w", len(v.offs), err)
+		}
+		v.offs = append(v.offs, int32(v.next))
+		v.next = d.off
+	}
+	return int(v.offs[i]), nil
+}
+
 type chunkDecoder struct {
 	p   []byte
 	off int
@@ -762,6 +835,7 @@ type chunkDecoder struct {
 	summary bool // skip record trees (DecodeChunkSummaries)
 	records int
 	slab    []Record // records are carved from slabs to save allocations
+	slabs   int      // slabs allocated so far
 }
 
 // maxPrealloc bounds the elements a decoder allocates for a list or map
@@ -1039,7 +1113,10 @@ func (d *chunkDecoder) newRecord(at int) (*Record, error) {
 		return nil, d.corrupt(at, "more than %d records", d.lim.MaxRecords)
 	}
 	if len(d.slab) == 0 {
-		n := min(256, d.remaining()/4+1)
+		// Slabs grow 8, 16, … 256 records, so decoding one small span
+		// (DecodeChunkSpan, ChunkView) does not allocate 256 records.
+		n := min(8<<min(d.slabs, 5), d.remaining()/4+1)
+		d.slabs++
 		d.slab = make([]Record, n)
 	}
 	r := &d.slab[0]

@@ -1,0 +1,33 @@
+// Package bench is ztsd's load generator and measuring kit, behind
+// `ztsctl bench` and `make bench`:
+//
+//   - Generator: a seeded, reproducible, realistic workload — traces of
+//     1–12 nested spans, six attributes per span of low cardinality
+//     (service, route, status, host) and high cardinality (user id, SQL
+//     text), 1–200 method-call records per span drawn from a skewed (Zipf)
+//     law, 1% of spans failing with an exception.
+//   - Run: drives a real ztsd over its socket (one it spawns with a
+//     generated config, or a running one) through the phases ingest (N
+//     concurrent clients), get-by-id, searches of each kind and, once the
+//     daemon is stopped, recovery of the data directory; it then measures
+//     bytes on disk and the compression ratio.
+//   - Probes of this machine's limits, taken in the same run: sequential
+//     write with fsync, fsyncs per second, sequential direct-I/O read, and
+//     single-core LZ4 on the very chunk payloads the store wrote.
+//   - Report: one table setting each result next to its limit, the ratio
+//     and the DESIGN.md budget, or the same as one JSON object.
+//
+// Invariants:
+//   - The traffic is a pure function of the seed and the size: two runs
+//     with equal flags send byte-identical requests, in the same order per
+//     request (the interleaving of concurrent clients varies).
+//   - Only network round trips are timed. Requests are generated and
+//     encoded before each timed ingest round, and a round holds at most
+//     Config.RoundBytes of encoded bodies, so memory stays bounded whatever
+//     the size of the run.
+//   - Percentiles are nearest-rank over every sample taken (no histogram
+//     buckets, no sampling).
+//   - Probes write only their own temporary file (in the data directory's
+//     file system) and remove it; a spawned daemon's temporary directory is
+//     removed unless Config.Keep is set.
+package bench

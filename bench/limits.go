@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
+	"golang.org/x/sys/unix"
+)
+
+// DiskLimits are the measured limits of the file system holding a
+// directory.
+type DiskLimits struct {
+	// WriteMBPerS is sequential write throughput including the final
+	// fsync: ProbeBytes written in 1 MiB writes, then fdatasync.
+	WriteMBPerS float64 `json:"disk_write_mb_per_s"`
+	// FsyncsPerS is how many "append 4 KiB, fdatasync" rounds complete
+	// per second: the ceiling of group commits per second.
+	FsyncsPerS float64 `json:"disk_fsyncs_per_s"`
+	// FsyncP50Ms is the median duration of one such round.
+	FsyncP50Ms float64 `json:"disk_fsync_p50_ms"`
+	// ReadDirectMBPerS is sequential read throughput with O_DIRECT (1 MiB
+	// reads, bypassing the page cache) of the file just written.
+	ReadDirectMBPerS float64 `json:"disk_read_direct_mb_per_s"`
+	// ReadDirect is false when the file system refused O_DIRECT; the read
+	// then went through the page cache after evicting the file from it
+	// (posix_fadvise DONTNEED).
+	ReadDirect bool `json:"disk_read_direct"`
+	// ProbeBytes is the size of the probe file.
+	ProbeBytes int64 `json:"disk_probe_bytes"`
+}
+
+const probeBlock = 1 << 20
+
+// ProbeDisk measures the file system holding dir with a temporary file of
+// size bytes (rounded up to whole MiB) and an fsync loop lasting fsyncFor.
+// The file is removed before it returns.
+func ProbeDisk(dir string, size int64, fsyncFor time.Duration) (DiskLimits, error) {
+	var lim DiskLimits
+	blocks := max((size+probeBlock-1)/probeBlock, 1)
+	lim.ProbeBytes = blocks * probeBlock
+	f, err := os.CreateTemp(dir, ".bench-probe-*")
+	if err != nil {
+		return lim, fmt.Errorf("disk probe in %s: %w", dir, err)
+	}
+	path := f.Name()
+	defer os.Remove(path)
+	defer f.Close()
+
+	// Sequential write + fdatasync. Random bytes: nothing below may
+	// compress or deduplicate them.
+	buf, err := alignedBuffer(probeBlock)
+	if err != nil {
+		return lim, err
+	}
+	defer unix.Munmap(buf)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < len(buf); i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			buf[i+j] = byte(v >> (8 * j))
+		}
+	}
+	start := time.Now()
+	for i := int64(0); i < blocks; i++ {
+		buf[0], buf[1] = byte(i), byte(i>>8) // every block differs
+		if _, err := f.Write(buf); err != nil {
+			return lim, fmt.Errorf("disk probe: write %s at %d: %w", path, i*probeBlock, err)
+		}
+	}
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return lim, fmt.Errorf("disk probe: fdatasync %s: %w", path, err)
+	}
+	lim.WriteMBPerS = mbPerS(lim.ProbeBytes, time.Since(start))
+
+	// Sequential read, bypassing the page cache.
+	lim.ReadDirectMBPerS, lim.ReadDirect, err = readProbe(path, buf, lim.ProbeBytes)
+	if err != nil {
+		return lim, err
+	}
+
+	// Append 4 KiB + fdatasync, as a group commit does.
+	var lat Latencies
+	off := lim.ProbeBytes
+	fd := int(f.Fd())
+	deadline := time.Now().Add(fsyncFor)
+	for n := 0; n < 5 || time.Now().Before(deadline); n++ {
+		t0 := time.Now()
+		if _, err := unix.Pwrite(fd, buf[:4096], off); err != nil {
+			return lim, fmt.Errorf("disk probe: write %s at %d: %w", path, off, err)
+		}
+		if err := unix.Fdatasync(fd); err != nil {
+			return lim, fmt.Errorf("disk probe: fdatasync %s: %w", path, err)
+		}
+		lat.Add(time.Since(t0))
+		off += 4096
+	}
+	lim.FsyncsPerS = float64(time.Second) / float64(max(lat.Mean(), 1))
+	lim.FsyncP50Ms = ms(lat.Quantile(0.5))
+	return lim, nil
+}
+
+// readProbe reads path sequentially with O_DIRECT into buf (page-aligned),
+// falling back to a cold page-cache read when O_DIRECT is refused.
+func readProbe(path string, buf []byte, size int64) (mbps float64, direct bool, err error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	direct = err == nil
+	if errors.Is(err, unix.EINVAL) {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+		}
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("disk probe: open %s for reading: %w", path, err)
+	}
+	defer unix.Close(fd)
+	start := time.Now()
+	for off := int64(0); off < size; {
+		n, err := unix.Pread(fd, buf, off)
+		if err != nil {
+			return 0, direct, fmt.Errorf("disk probe: read %s at %d: %w", path, off, err)
+		}
+		if n == 0 {
+			return 0, direct, fmt.Errorf("disk probe: %s ends at %d, want %d bytes", path, off, size)
+		}
+		off += int64(n)
+	}
+	return mbPerS(size, time.Since(start)), direct, nil
+}
+
+// alignedBuffer returns n bytes of page-aligned memory (as O_DIRECT needs);
+// release it with unix.Munmap.
+func alignedBuffer(n int) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("disk probe: %d-byte aligned buffer: %w", n, err)
+	}
+	return b, nil
+}
+
+// EvictFromPageCache asks the kernel to drop path's cached pages, so that
+// the next read of it comes from the disk.
+func EvictFromPageCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("fadvise %s: %w", path, err)
+	}
+	return nil
+}
+
+// CodecLimits are single-core LZ4 throughputs on given payloads.
+type CodecLimits struct {
+	// CompressMBPerS is LZ4 block compression on one core, in payload
+	// (uncompressed) megabytes per second.
+	CompressMBPerS float64 `json:"lz4_compress_mb_per_s"`
+	// DecompressMBPerS is LZ4 block decompression on one core, in payload
+	// megabytes per second.
+	DecompressMBPerS float64 `json:"lz4_decompress_mb_per_s"`
+	// Ratio is payload bytes over compressed bytes.
+	Ratio float64 `json:"lz4_ratio"`
+	// SampleBytes is the payload bytes measured (each pass).
+	SampleBytes int64 `json:"lz4_sample_bytes"`
+}
+
+// ProbeLZ4 compresses and then decompresses payloads on the calling
+// goroutine (locked to its thread), repeating each pass until minDur has
+// elapsed, with the same compressor the store uses (pierrec/lz4 block
+// format, default level).
+func ProbeLZ4(payloads [][]byte, minDur time.Duration) (CodecLimits, error) {
+	var lim CodecLimits
+	if len(payloads) == 0 {
+		return lim, errors.New("lz4 probe: no payloads")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var total, maxLen int
+	for _, p := range payloads {
+		total += len(p)
+		maxLen = max(maxLen, len(p))
+	}
+	lim.SampleBytes = int64(total)
+	compressed := make([][]byte, len(payloads))
+	var c lz4.Compressor
+	var stored int
+	var bytesDone int64
+	start := time.Now()
+	for pass := 0; pass == 0 || time.Since(start) < minDur; pass++ {
+		for i, p := range payloads {
+			dst := compressed[i]
+			if bound := lz4.CompressBlockBound(len(p)); cap(dst) < bound {
+				dst = make([]byte, bound)
+			}
+			n, err := c.CompressBlock(p, dst[:cap(dst)])
+			if err != nil {
+				return lim, fmt.Errorf("lz4 probe: compress payload %d: %w", i, err)
+			}
+			if n == 0 { // incompressible: the store keeps it raw
+				n = copy(dst[:cap(dst)], p)
+			}
+			compressed[i] = dst[:n]
+			if pass == 0 {
+				stored += n
+			}
+		}
+		bytesDone += int64(total)
+	}
+	lim.CompressMBPerS = mbPerS(bytesDone, time.Since(start))
+	lim.Ratio = float64(total) / float64(max(stored, 1))
+	out := make([]byte, maxLen)
+	bytesDone = 0
+	start = time.Now()
+	for pass := 0; pass == 0 || time.Since(start) < minDur; pass++ {
+		for i, p := range payloads {
+			if len(compressed[i]) == len(p) {
+				copy(out, compressed[i])
+				continue
+			}
+			n, err := lz4.UncompressBlock(compressed[i], out[:len(p)])
+			if err != nil || n != len(p) {
+				return lim, fmt.Errorf("lz4 probe: decompress payload %d: %d of %d bytes: %v", i, n, len(p), err)
+			}
+		}
+		bytesDone += int64(total)
+	}
+	lim.DecompressMBPerS = mbPerS(bytesDone, time.Since(start))
+	return lim, nil
+}
+
+func mbPerS(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) / 1e6 / d.Seconds()
+}

@@ -1,0 +1,734 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ztsd/ztsd/trace"
+)
+
+// Formats of ingest request bodies.
+const (
+	FormatCBOR = "cbor" // application/cbor: the chunk payload encoding (client.PutCBOR)
+	FormatJSON = "json" // application/x-ndjson: Trace JSON lines (client.Put)
+)
+
+// Config is one benchmark run. Zero fields take the defaults noted.
+type Config struct {
+	// ZtsdPath, when set, is the ztsd binary to start on DataDir with a
+	// generated config; the daemon is stopped before recovery. Otherwise
+	// Socket (or TCP) names a running daemon.
+	ZtsdPath string
+	Socket   string
+	TCP      string
+	// DataDir is the spawned daemon's data directory (default: WorkDir/data,
+	// which must not exist yet or be empty), or the running daemon's, if
+	// known, for the space measurements.
+	DataDir string
+	// WorkDir holds the spawned daemon's config and log (default: a new
+	// temporary directory, removed at the end unless Keep).
+	WorkDir string
+	Keep    bool
+	// Sync is the spawned daemon's sync policy (default "batch").
+	Sync string
+	// Pprof turns on the spawned daemon's /debug/pprof/ endpoint.
+	Pprof bool
+	// ExtraConfig is appended to the spawned daemon's TOML config.
+	ExtraConfig string
+
+	Workload Workload
+	// Spans is how many spans to ingest (default 200,000); whole traces
+	// are sent, so a few more may be.
+	Spans int
+	// Clients is the number of concurrent ingest clients (default 8).
+	Clients int
+	// BatchSpans is the spans per ingest request (default 500; whole
+	// traces, so a request may hold a few more).
+	BatchSpans int
+	// Format is FormatCBOR (default) or FormatJSON.
+	Format string
+	// RoundBytes bounds the encoded request bodies held in memory at once
+	// (default 256 MiB): ingest runs in rounds of at most this much.
+	RoundBytes int64
+
+	// Gets is the number of get-by-id requests (default 20,000), sent by
+	// GetClients concurrent clients (default 1).
+	Gets       int
+	GetClients int
+	// Searches is the number of searches of each kind (default 2,000).
+	Searches int
+
+	// SkipProbes leaves out the disk probes; ProbeBytes is the size of the
+	// disk probe file (default 256 MiB), FsyncFor the length of the fsync
+	// loop (default 2 s), LZ4For the length of each LZ4 pass (default 1 s)
+	// and LZ4SampleBytes the payload bytes it runs on (default 64 MiB).
+	SkipProbes     bool
+	ProbeBytes     int64
+	FsyncFor       time.Duration
+	LZ4For         time.Duration
+	LZ4SampleBytes int64
+
+	// Recover, when set, rebuilds the stopped daemon's data directory (what
+	// `ztsctl recover` does); the run times it.
+	Recover RecoverFunc
+
+	// ProfileDir, when set (with Pprof), receives the daemon's CPU profile
+	// of the ingest phase and of the read phases and its heap profile after
+	// ingest, each CPU profile covering up to ProfileSeconds (default 30).
+	ProfileDir     string
+	ProfileSeconds int
+
+	// Progress receives one line per step (nil: silent).
+	Progress io.Writer
+}
+
+// RecoverFunc rebuilds the indexes of a stopped data directory and returns
+// how many data-file bytes it read and how many spans it indexed.
+type RecoverFunc func(ctx context.Context, dataDir string) (dataBytes, spans int64, err error)
+
+func (c *Config) fill() error {
+	if c.Sync == "" {
+		c.Sync = "batch"
+	}
+	if c.Spans <= 0 {
+		c.Spans = 200_000
+	}
+	if c.Clients <= 0 {
+		c.Clients = 8
+	}
+	if c.BatchSpans <= 0 {
+		c.BatchSpans = 500
+	}
+	switch c.Format {
+	case "":
+		c.Format = FormatCBOR
+	case FormatCBOR, FormatJSON:
+	default:
+		return fmt.Errorf("format %q: want %s or %s", c.Format, FormatCBOR, FormatJSON)
+	}
+	if c.RoundBytes <= 0 {
+		c.RoundBytes = 256 << 20
+	}
+	if c.Gets <= 0 {
+		c.Gets = 20_000
+	}
+	if c.GetClients <= 0 {
+		c.GetClients = 1
+	}
+	if c.Searches <= 0 {
+		c.Searches = 2_000
+	}
+	if c.ProbeBytes <= 0 {
+		c.ProbeBytes = 256 << 20
+	}
+	if c.FsyncFor <= 0 {
+		c.FsyncFor = 2 * time.Second
+	}
+	if c.LZ4For <= 0 {
+		c.LZ4For = time.Second
+	}
+	if c.LZ4SampleBytes <= 0 {
+		c.LZ4SampleBytes = 64 << 20
+	}
+	if c.ProfileSeconds <= 0 {
+		c.ProfileSeconds = 30
+	}
+	if c.ZtsdPath == "" && c.Socket == "" && c.TCP == "" {
+		return ErrNoDaemon
+	}
+	return nil
+}
+
+// runner is the state of one Run.
+type runner struct {
+	cfg    Config
+	rep    *Report
+	hc     *httpClient
+	daemon *Daemon
+	// What the ingest phase remembers for the read phases.
+	sample    []sampledTrace // reservoir of stored traces
+	durations []int64        // reservoir of span durations
+	firstNS   int64
+	lastNS    int64
+	bodies    [][]byte // a few CBOR bodies, for the LZ4 probe without a data dir
+	rng       *rand.Rand
+}
+
+type sampledTrace struct {
+	id    trace.TraceID
+	spans int
+	user  string
+}
+
+const reservoirSize = 100_000
+
+func (r *runner) logf(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// Run performs one benchmark run: (start the daemon,) ingest, get-by-id,
+// searches, (stop the daemon,) bytes on disk, recovery, machine limits.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Workload.Seed, 99)),
+		rep: &Report{Seed: cfg.Workload.Seed, CPUs: runtime.NumCPU(), Sync: cfg.Sync, Format: cfg.Format,
+			Clients: cfg.Clients, BatchSpans: cfg.BatchSpans}}
+	if cfg.ZtsdPath != "" {
+		if err := r.startDaemon(ctx); err != nil {
+			return nil, err
+		}
+		defer r.cleanup()
+	} else {
+		r.hc = newHTTPClient(cfg.Socket, cfg.TCP)
+		r.rep.Sync = "(running daemon)"
+	}
+	defer r.hc.close()
+	if err := r.ingest(ctx); err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	if err := r.profiled(ctx, "read", func() error {
+		cpu0 := r.cpuTimes()
+		if err := r.gets(ctx); err != nil {
+			return fmt.Errorf("get-by-id: %w", err)
+		}
+		r.addCPU(cpu0, &r.rep.GetDaemonCPUSeconds, nil)
+		cpu0 = r.cpuTimes()
+		if err := r.searches(ctx); err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		r.addCPU(cpu0, &r.rep.SearchDaemonCPUSeconds, nil)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	stopped := false
+	if r.daemon != nil {
+		r.logf("stopping the daemon")
+		if err := r.daemon.Stop(2 * time.Minute); err != nil {
+			return nil, err
+		}
+		stopped = true
+	}
+	if err := r.measureSpace(); err != nil {
+		return nil, err
+	}
+	if r.cfg.Recover != nil && stopped {
+		if err := r.recover(ctx); err != nil {
+			return nil, fmt.Errorf("recover: %w", err)
+		}
+	} else {
+		r.rep.Notes = append(r.rep.Notes, "recovery not measured: it needs a daemon this run started (--ztsd) and stopped")
+	}
+	if !cfg.SkipProbes {
+		dir := r.cfg.DataDir
+		if dir == "" {
+			dir = os.TempDir()
+			r.rep.Notes = append(r.rep.Notes, "disk probes ran in "+dir+", which may not be the daemon's file system")
+		}
+		r.logf("probing the disk under %s (%d MiB, fsync loop %v)", dir, cfg.ProbeBytes>>20, cfg.FsyncFor)
+		lim, err := ProbeDisk(dir, cfg.ProbeBytes, cfg.FsyncFor)
+		if err != nil {
+			return nil, err
+		}
+		r.rep.DiskLimits = lim
+		if !lim.ReadDirect {
+			r.rep.Notes = append(r.rep.Notes, "O_DIRECT refused by the file system: the read probe evicted its file from the page cache instead")
+		}
+	}
+	r.rep.finish()
+	return r.rep, nil
+}
+
+func (r *runner) startDaemon(ctx context.Context) error {
+	cfg := &r.cfg
+	if cfg.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "ztsd-bench-")
+		if err != nil {
+			return err
+		}
+		cfg.WorkDir = dir
+	} else if err := os.MkdirAll(cfg.WorkDir, 0o750); err != nil {
+		return err
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = filepath.Join(cfg.WorkDir, "data")
+	}
+	if ents, err := os.ReadDir(cfg.DataDir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("data directory %s is not empty: the benchmark measures a store it builds from nothing", cfg.DataDir)
+	}
+	r.logf("starting %s on %s (sync=%s, pprof=%t)", cfg.ZtsdPath, cfg.DataDir, cfg.Sync, cfg.Pprof)
+	d, err := StartDaemon(ctx, cfg.ZtsdPath, cfg.WorkDir, cfg.DataDir, cfg.Sync, cfg.Pprof, cfg.ExtraConfig)
+	if err != nil {
+		return err
+	}
+	r.daemon = d
+	r.hc = newHTTPClient(d.Socket, "")
+	return nil
+}
+
+func (r *runner) cleanup() {
+	if r.daemon != nil {
+		r.daemon.Kill()
+	}
+	if !r.cfg.Keep && r.cfg.WorkDir != "" {
+		os.RemoveAll(r.cfg.WorkDir)
+	} else if r.cfg.WorkDir != "" {
+		r.logf("kept %s", r.cfg.WorkDir)
+	}
+}
+
+// request is one encoded ingest request.
+type request struct {
+	body           []byte
+	spans, records int
+}
+
+// ingest sends cfg.Spans spans in rounds: generate and encode up to
+// RoundBytes of requests (untimed), then send them with Clients concurrent
+// clients (timed).
+func (r *runner) ingest(ctx context.Context) error {
+	cfg := r.cfg
+	gen := NewGenerator(cfg.Workload)
+	contentType := "application/cbor"
+	if cfg.Format == FormatJSON {
+		contentType = "application/x-ndjson"
+	}
+	var enc trace.ChunkEncoder
+	var all Latencies
+	var elapsed time.Duration
+	var spansSent int
+	sampleRng := rand.New(rand.NewPCG(cfg.Workload.Seed, 7))
+	seenTraces, seenSpans := 0, 0
+	round := 0
+	var stopProfile func() error
+	for spansSent < cfg.Spans {
+		// Build a round.
+		var reqs []request
+		var roundBytes int64
+		var batch []*trace.Span
+		for spansSent < cfg.Spans && roundBytes < cfg.RoundBytes {
+			batch = batch[:0]
+			for len(batch) < cfg.BatchSpans && spansSent+len(batch) < cfg.Spans {
+				tr := gen.Trace()
+				r.remember(tr, sampleRng, &seenTraces, &seenSpans)
+				batch = append(batch, tr...)
+			}
+			req := request{spans: len(batch)}
+			for _, sp := range batch {
+				req.records += int(sp.Recs)
+			}
+			var err error
+			if cfg.Format == FormatCBOR {
+				req.body, err = enc.Encode(nil, batch)
+			} else {
+				req.body, err = encodeJSONLines(batch)
+			}
+			if err != nil {
+				return fmt.Errorf("encode request %d: %w", len(reqs), err)
+			}
+			if cfg.Format == FormatCBOR && len(r.bodies) < 64 {
+				r.bodies = append(r.bodies, req.body)
+			}
+			reqs = append(reqs, req)
+			roundBytes += int64(len(req.body))
+			spansSent += req.spans
+		}
+		round++
+		if round == 1 && r.canProfile() {
+			stopProfile = r.startCPUProfile(ctx, "ingest")
+		}
+		r.logf("ingest round %d: %d requests, %d spans so far, %.1f MB of %s", round, len(reqs), spansSent, float64(roundBytes)/1e6, cfg.Format)
+		cpu0 := r.cpuTimes()
+		lat, d, err := r.send(ctx, reqs, contentType)
+		r.addCPU(cpu0, &r.rep.IngestDaemonCPUSeconds, &r.rep.IngestClientCPUSeconds)
+		if err != nil {
+			if stopProfile != nil {
+				stopProfile()
+			}
+			return err
+		}
+		all.Merge(lat)
+		elapsed += d
+		for _, q := range reqs {
+			r.rep.Spans += int64(q.spans)
+			r.rep.Records += int64(q.records)
+			r.rep.IngestBytesSent += int64(len(q.body))
+		}
+		r.rep.IngestRequests += int64(len(reqs))
+	}
+	r.rep.Traces = gen.Traces()
+	r.rep.IngestSeconds = elapsed.Seconds()
+	s := all.Summary()
+	r.rep.IngestP50Ms, r.rep.IngestP99Ms, r.rep.IngestP999Ms = s.P50Ms, s.P99Ms, s.P999Ms
+	r.logf("ingest: %d spans, %d records in %.2f s", r.rep.Spans, r.rep.Records, r.rep.IngestSeconds)
+	if stopProfile != nil {
+		if err := stopProfile(); err != nil {
+			return err
+		}
+		if err := r.saveProfile(ctx, "/debug/pprof/heap", "ingest.heap.pprof"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remember keeps a reservoir sample of traces and span durations and the
+// time range, for the read phases.
+func (r *runner) remember(tr []*trace.Span, rng *rand.Rand, traces, spans *int) {
+	root := tr[0]
+	user, _ := root.Attrs.Get("user.id")
+	st := sampledTrace{id: root.TraceID, spans: len(tr), user: user.Str}
+	*traces++
+	if len(r.sample) < reservoirSize {
+		r.sample = append(r.sample, st)
+	} else if j := rng.IntN(*traces); j < reservoirSize {
+		r.sample[j] = st
+	}
+	for _, sp := range tr {
+		*spans++
+		if len(r.durations) < reservoirSize {
+			r.durations = append(r.durations, sp.DurationNS)
+		} else if j := rng.IntN(*spans); j < reservoirSize {
+			r.durations[j] = sp.DurationNS
+		}
+		if r.firstNS == 0 || sp.StartNS < r.firstNS {
+			r.firstNS = sp.StartNS
+		}
+		r.lastNS = max(r.lastNS, sp.StartNS)
+	}
+}
+
+func encodeJSONLines(spans []*trace.Span) ([]byte, error) {
+	var buf bytes.Buffer
+	for _, sp := range spans {
+		b, err := sp.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes(), nil
+}
+
+// send posts reqs with Clients concurrent clients and returns the request
+// latencies and the wall time.
+func (r *runner) send(ctx context.Context, reqs []request, contentType string) (*Latencies, time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	lats := make([]Latencies, r.cfg.Clients)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range lats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(reqs) || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				err := r.hc.do(ctx, "POST", "/v1/traces", contentType, reqs[i].body, &out)
+				if err != nil {
+					cancel(fmt.Errorf("request %d (%d spans): %w", i, reqs[i].spans, err))
+					return
+				}
+				lats[c].Add(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	d := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return nil, d, err
+	}
+	var all Latencies
+	for i := range lats {
+		all.Merge(&lats[i])
+	}
+	return &all, d, nil
+}
+
+// gets fetches random stored traces by id and checks each answer holds
+// the trace's spans.
+func (r *runner) gets(ctx context.Context) error {
+	if len(r.sample) == 0 {
+		return errors.New("no traces were stored")
+	}
+	n := r.cfg.Gets
+	r.logf("get-by-id: %d random traces, %d client(s)", n, r.cfg.GetClients)
+	picks := make([]int, n)
+	for i := range picks {
+		picks[i] = r.rng.IntN(len(r.sample))
+	}
+	var next atomic.Int64
+	lats := make([]Latencies, r.cfg.GetClients)
+	errs := make([]error, r.cfg.GetClients)
+	var wg sync.WaitGroup
+	for c := range lats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				st := r.sample[picks[i]]
+				path := "/v1/traces/" + st.id.String()
+				t0 := time.Now()
+				if err := r.hc.do(ctx, "GET", path, "", nil, &out); err != nil {
+					errs[c] = err
+					return
+				}
+				lats[c].Add(time.Since(t0))
+				if i < 200 { // check the first answers in full
+					if got := countSpans(out.Bytes()); got != st.spans {
+						errs[c] = fmt.Errorf("trace %s: answer holds %d spans, %d were stored", st.id, got, st.spans)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var all Latencies
+	for i := range lats {
+		all.Merge(&lats[i])
+	}
+	s := all.Summary()
+	r.rep.Gets = s.Count
+	r.rep.GetP50Ms, r.rep.GetP99Ms, r.rep.GetP999Ms, r.rep.GetMaxMs = s.P50Ms, s.P99Ms, s.P999Ms, s.MaxMs
+	return nil
+}
+
+// countSpans counts the spans (roots and nested children) of Trace JSON
+// lines; -1 when a line does not parse.
+func countSpans(body []byte) int {
+	n := 0
+	var walk func(sp *trace.Span)
+	walk = func(sp *trace.Span) {
+		n++
+		for _, c := range sp.Children {
+			walk(c)
+		}
+	}
+	for line := range bytes.SplitSeq(bytes.TrimSpace(body), []byte{'\n'}) {
+		var sp trace.Span
+		if err := sp.UnmarshalJSON(line); err != nil {
+			return -1
+		}
+		walk(&sp)
+	}
+	return n
+}
+
+// Search kinds, in report order.
+var searchKinds = []string{"attribute", "text", "duration", "errors", "time_range"}
+
+// searches runs cfg.Searches searches of each kind (trace mode, limit 100).
+func (r *runner) searches(ctx context.Context) error {
+	slices.Sort(r.durations)
+	p99 := r.durations[len(r.durations)*99/100]
+	span := max(r.lastNS-r.firstNS, 1)
+	r.logf("search: %d of each kind (%v)", r.cfg.Searches, searchKinds)
+	var out bytes.Buffer
+	for _, kind := range searchKinds {
+		var lat Latencies
+		results := 0
+		for i := 0; i < r.cfg.Searches; i++ {
+			v := url.Values{"limit": {"100"}}
+			switch kind {
+			case "attribute":
+				v.Set("attr", "service.name:"+Services[r.rng.IntN(len(Services))])
+			case "text":
+				v.Set("text", r.sample[r.rng.IntN(len(r.sample))].user)
+			case "duration":
+				v.Set("min_duration", strconv.FormatInt(p99, 10))
+			case "errors":
+				v.Set("errors", "true")
+			case "time_range":
+				since := r.firstNS + r.rng.Int64N(span)
+				v.Set("since", strconv.FormatInt(since, 10))
+				v.Set("until", strconv.FormatInt(since+int64(time.Second), 10))
+			}
+			path := "/v1/search?" + v.Encode()
+			t0 := time.Now()
+			if err := r.hc.do(ctx, "GET", path, "", nil, &out); err != nil {
+				return err
+			}
+			lat.Add(time.Since(t0))
+			results += bytes.Count(out.Bytes(), []byte(`"trace_id"`))
+		}
+		s := lat.Summary()
+		sr := SearchResult{Kind: kind, Count: s.Count, P50Ms: s.P50Ms, P99Ms: s.P99Ms, MaxMs: s.MaxMs,
+			MeanResults: float64(results) / float64(max(s.Count, 1))}
+		if sr.MeanResults == 0 {
+			return fmt.Errorf("%s searches found nothing (last: %s)", kind, out.String())
+		}
+		r.rep.Searches = append(r.rep.Searches, sr)
+	}
+	return nil
+}
+
+func (r *runner) measureSpace() error {
+	if r.cfg.DataDir == "" {
+		r.rep.Notes = append(r.rep.Notes, "bytes on disk not measured: the running daemon's --data-dir was not given")
+		if len(r.bodies) > 0 {
+			return r.probeLZ4(r.bodies, "the CBOR request bodies (no data directory to read chunk payloads from)")
+		}
+		return nil
+	}
+	r.logf("measuring bytes on disk in %s", r.cfg.DataDir)
+	sp, payloads, err := MeasureSpace(r.cfg.DataDir, r.cfg.LZ4SampleBytes)
+	if err != nil {
+		return err
+	}
+	r.rep.Space = sp
+	if r.daemon == nil {
+		r.rep.Notes = append(r.rep.Notes, "bytes on disk measured next to a running daemon: a snapshot")
+	}
+	return r.probeLZ4(payloads, "")
+}
+
+func (r *runner) probeLZ4(payloads [][]byte, note string) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	r.logf("LZ4 on %d chunk payloads, one core", len(payloads))
+	lim, err := ProbeLZ4(payloads, r.cfg.LZ4For)
+	if err != nil {
+		return err
+	}
+	r.rep.CodecLimits = lim
+	if note != "" {
+		r.rep.Notes = append(r.rep.Notes, "LZ4 measured on "+note)
+	}
+	return nil
+}
+
+func (r *runner) recover(ctx context.Context) error {
+	files, err := dataFiles(r.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := EvictFromPageCache(f); err != nil {
+			r.rep.Notes = append(r.rep.Notes, "recovery may have read from the page cache: "+err.Error())
+		}
+	}
+	r.logf("recovering %s", r.cfg.DataDir)
+	t0 := time.Now()
+	dataBytes, spans, err := r.cfg.Recover(ctx, r.cfg.DataDir)
+	d := time.Since(t0)
+	if err != nil {
+		return err
+	}
+	r.rep.RecoverSeconds = d.Seconds()
+	r.rep.RecoverDataBytes = dataBytes
+	r.rep.RecoverMBPerS = mbPerS(dataBytes, d)
+	r.rep.RecoverSpans = spans
+	if spans != r.rep.Spans {
+		return fmt.Errorf("recovery indexed %d spans, %d were stored", spans, r.rep.Spans)
+	}
+	return nil
+}
+
+// cpuTimes returns the CPU time used so far by the daemon (when this run
+// started it; else 0) and by this process.
+func (r *runner) cpuTimes() [2]time.Duration {
+	var t [2]time.Duration
+	if r.daemon != nil {
+		t[0], _ = r.daemon.CPUTime()
+	}
+	t[1], _ = processCPU(os.Getpid())
+	return t
+}
+
+// addCPU adds the CPU time used since t0 to daemon and client (in seconds;
+// client may be nil).
+func (r *runner) addCPU(t0 [2]time.Duration, daemon, client *float64) {
+	t := r.cpuTimes()
+	if r.daemon != nil {
+		*daemon += (t[0] - t0[0]).Seconds()
+	}
+	if client != nil {
+		*client += (t[1] - t0[1]).Seconds()
+	}
+}
+
+// canProfile reports whether daemon profiles were asked for and can be had.
+func (r *runner) canProfile() bool {
+	return r.cfg.ProfileDir != "" && (r.cfg.Pprof || r.daemon == nil)
+}
+
+// startCPUProfile starts a CPU profile of the daemon lasting up to
+// ProfileSeconds; the returned function waits for it and saves it as
+// ProfileDir/<phase>.cpu.pprof. CPU profiles only sample busy time, so a
+// phase shorter than the profile adds no foreign samples as long as the
+// next phase starts after the wait.
+func (r *runner) startCPUProfile(ctx context.Context, phase string) func() error {
+	done := make(chan error, 1)
+	go func() {
+		done <- r.saveProfile(ctx, "/debug/pprof/profile?seconds="+strconv.Itoa(r.cfg.ProfileSeconds), phase+".cpu.pprof")
+	}()
+	time.Sleep(50 * time.Millisecond) // let the profiler start
+	return func() error {
+		r.logf("waiting for the %s CPU profile (%d s)", phase, r.cfg.ProfileSeconds)
+		return <-done
+	}
+}
+
+func (r *runner) saveProfile(ctx context.Context, path, name string) error {
+	if err := os.MkdirAll(r.cfg.ProfileDir, 0o755); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := r.hc.do(ctx, "GET", path, "", nil, &out); err != nil {
+		return fmt.Errorf("daemon profile %s: %w", name, err)
+	}
+	p := filepath.Join(r.cfg.ProfileDir, name)
+	if err := os.WriteFile(p, out.Bytes(), 0o644); err != nil {
+		return err
+	}
+	r.logf("saved %s", p)
+	return nil
+}
+
+// profiled runs fn under a daemon CPU profile named phase when profiles
+// were asked for.
+func (r *runner) profiled(ctx context.Context, phase string, fn func() error) error {
+	if !r.canProfile() {
+		return fn()
+	}
+	stop := r.startCPUProfile(ctx, phase)
+	err := fn()
+	if perr := stop(); err == nil {
+		err = perr
+	}
+	return err
+}

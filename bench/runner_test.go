@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ztsd/ztsd/internal/daemontest"
+	"github.com/ztsd/ztsd/recovery"
+)
+
+func recoverInProcess(ctx context.Context, dir string) (int64, int64, error) {
+	rep, err := recovery.RecoverDataDir(ctx, dir, recovery.Options{})
+	if err != nil {
+		return 0, 0, err
+	}
+	return rep.DataBytes, rep.Spans, nil
+}
+
+// TestRunEndToEnd runs every phase against a real daemon at a small size
+// and checks what the report says against what was sent.
+func TestRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := filepath.Join(daemontest.Binaries(t), "ztsd")
+	work := t.TempDir()
+	var progress bytes.Buffer
+	cfg := Config{ZtsdPath: bin, WorkDir: work, Keep: true, Pprof: true, ProfileDir: filepath.Join(work, "prof"), ProfileSeconds: 1,
+		Workload: Workload{Seed: 5}, Spans: 3000, Clients: 4, BatchSpans: 200, Gets: 300, Searches: 20,
+		ProbeBytes: 2 << 20, FsyncFor: 50 * time.Millisecond, LZ4For: 20 * time.Millisecond,
+		Recover: recoverInProcess, Progress: &progress}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	t.Logf("\n%s", table.String())
+	if rep.Spans < 3000 || rep.Spans > 3000+12 || rep.Records < 10*rep.Spans/2 || rep.IngestRequests < 15 {
+		t.Errorf("ingest: %d spans, %d records in %d requests", rep.Spans, rep.Records, rep.IngestRequests)
+	}
+	if rep.RecoverSpans != rep.Spans || rep.RecoverMBPerS <= 0 || rep.RecoverDataBytes != rep.DataBytes {
+		t.Errorf("recovery indexed %d spans of %d data bytes (the store holds %d spans, %d data bytes)",
+			rep.RecoverSpans, rep.RecoverDataBytes, rep.Spans, rep.DataBytes)
+	}
+	if rep.Gets != 300 || rep.GetP50Ms <= 0 || rep.GetP99Ms < rep.GetP50Ms {
+		t.Errorf("gets: %d, p50 %v p99 %v", rep.Gets, rep.GetP50Ms, rep.GetP99Ms)
+	}
+	if len(rep.Searches) != len(searchKinds) {
+		t.Errorf("%d search kinds, want %d", len(rep.Searches), len(searchKinds))
+	}
+	for _, s := range rep.Searches {
+		if s.Count != 20 || s.MeanResults <= 0 || s.MeanResults > 100 {
+			t.Errorf("search %s: %+v", s.Kind, s)
+		}
+	}
+	if rep.TotalBytes <= rep.DataBytes || rep.PayloadBytes <= rep.StoredBytes || rep.Chunks < int64(rep.IngestRequests) {
+		t.Errorf("space: %+v", rep.Space)
+	}
+	if rep.WriteMBPerS <= 0 || rep.CompressMBPerS <= 0 || rep.IngestDaemonCPUSeconds <= 0 {
+		t.Errorf("limits or CPU not measured: %+v %+v cpu %v", rep.DiskLimits, rep.CodecLimits, rep.IngestDaemonCPUSeconds)
+	}
+	for _, name := range []string{"ingest.cpu.pprof", "ingest.heap.pprof", "read.cpu.pprof"} {
+		if fi, err := os.Stat(filepath.Join(work, "prof", name)); err != nil || fi.Size() == 0 {
+			t.Errorf("daemon profile %s: %v", name, err)
+		}
+	}
+	if !strings.Contains(progress.String(), "ingest round 1") {
+		t.Errorf("no progress lines:\n%s", progress.String())
+	}
+
+	// The same seed again sends the same traffic: equal counts and bytes.
+	cfg.WorkDir, cfg.ProfileDir, cfg.Keep, cfg.Recover, cfg.SkipProbes = t.TempDir(), "", false, nil, true
+	cfg.Pprof = false
+	rep2, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep2.Spans != rep.Spans || rep2.Records != rep.Records || rep2.IngestBytesSent != rep.IngestBytesSent || rep2.PayloadBytes != rep.PayloadBytes {
+		t.Errorf("a second run with seed 5 differs: %d/%d/%d/%d vs %d/%d/%d/%d", rep2.Spans, rep2.Records, rep2.IngestBytesSent,
+			rep2.PayloadBytes, rep.Spans, rep.Records, rep.IngestBytesSent, rep.PayloadBytes)
+	}
+	if ents, _ := os.ReadDir(cfg.WorkDir); len(ents) != 0 {
+		t.Errorf("work directory not cleaned up: %d entries", len(ents))
+	}
+}
+
+func TestRunConfigErrors(t *testing.T) {
+	if _, err := Run(context.Background(), Config{}); !errors.Is(err, ErrNoDaemon) {
+		t.Errorf("no daemon: %v", err)
+	}
+	if _, err := Run(context.Background(), Config{Socket: "x", Format: "xml"}); err == nil || !strings.Contains(err.Error(), "xml") {
+		t.Errorf("bad format: %v", err)
+	}
+	// A socket nobody listens on: the first request fails, naming it.
+	_, err := Run(context.Background(), Config{Socket: filepath.Join(t.TempDir(), "none.sock"), Spans: 10, SkipProbes: true})
+	if err == nil || !strings.Contains(err.Error(), "ingest") {
+		t.Errorf("dead socket: %v", err)
+	}
+	// A data directory that already holds something is refused.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "x"), nil, 0o644)
+	_, err = Run(context.Background(), Config{ZtsdPath: "/nonexistent/ztsd", DataDir: dir, WorkDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("non-empty data dir: %v", err)
+	}
+	_, err = Run(context.Background(), Config{ZtsdPath: "/nonexistent/ztsd", WorkDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/ztsd") {
+		t.Errorf("missing binary: %v", err)
+	}
+}
+
+func TestDaemonConfig(t *testing.T) {
+	got := DaemonConfig("/d a/t\"a", "/tmp/s.sock", "batch", true, "[store]\nchunk_target_size = \"256KiB\"")
+	for _, want := range []string{`data_dir = "/d a/t\"a"`, `socket = "/tmp/s.sock"`, `sync = "batch"`, "pprof = true",
+		`log_level = "warn"`, "[store]\nchunk_target_size"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("config lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ztsd/ztsd/internal/daemontest"
+)
+
+// TestBenchCLI runs `ztsctl bench` against a daemon it starts, at a tiny
+// size, and checks the JSON report and the table.
+func TestBenchCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	ztsd := filepath.Join(daemontest.Binaries(t), "ztsd")
+	jsonOut := filepath.Join(t.TempDir(), "bench.json")
+	out, errOut, code := ctl(t, "bench", "--ztsd", ztsd, "--spans", "2000", "--clients", "2", "--batch", "100",
+		"--gets", "100", "--searches", "5", "--probe-mib", "2", "--format", "json", "--json-out", jsonOut)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"ingest spans/s", "get by id p99", "search text p99", "recover", "disk bytes/record (all)",
+		"limit: disk read (O_DIRECT)", "2 json clients × 100 spans/request"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep["ingest_format"] != "json" || rep["spans"].(float64) < 2000 || rep["recover_spans"] != rep["spans"] {
+		t.Errorf("report: format %v, spans %v, recovered %v", rep["ingest_format"], rep["spans"], rep["recover_spans"])
+	}
+	for _, k := range []string{"ingest_records_per_s", "get_p99_ms", "bytes_per_record", "disk_write_mb_per_s", "lz4_compress_mb_per_s"} {
+		if v, ok := rep[k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v", k, rep[k])
+		}
+	}
+}
+
+func TestBenchCLIErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"bench", "--socket", "/nonexistent/z.sock", "--format", "xml"}, exitUsage, "xml"},
+		{[]string{"bench", "--socket", "/nonexistent/z.sock", "--spans", "10", "--no-probes"}, exitFailure, "ingest"},
+		{[]string{"bench", "--ztsd", "/nonexistent/ztsd", "--no-probes"}, exitFailure, "/nonexistent/ztsd"},
+		{[]string{"bench", "extra"}, exitUsage, "argument"},
+	} {
+		out, errOut, code := ctl(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.msg) {
+			t.Errorf("%v: exit %d (want %d), stderr %q, stdout %q", c.args, code, c.code, errOut, out)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package trace_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/ztsd/ztsd/trace"
+	"github.com/ztsd/ztsd/trace/tracetest"
+)
+
+// checkView compares every span of a ChunkView, taken in a shuffled order
+// (so that offsets are learned out of order), with DecodeChunk's.
+func checkView(t testing.TB, payload []byte, full []*trace.Span, r *rand.Rand) {
+	t.Helper()
+	v, err := trace.NewChunkView(payload, trace.Limits{})
+	if err != nil {
+		t.Fatalf("NewChunkView: %v", err)
+	}
+	if v.Len() != len(full) {
+		t.Fatalf("Len = %d, want %d", v.Len(), len(full))
+	}
+	order := r.Perm(len(full))
+	order = append(order, r.Perm(len(full))...) // and again, from learned offsets
+	for _, i := range order {
+		got, err := v.Span(i)
+		if err != nil {
+			t.Fatalf("Span(%d): %v", i, err)
+		}
+		if d := trace.Diff(full[i], got); d != "" {
+			t.Fatalf("Span(%d): %s", i, d)
+		}
+		sum, err := v.Summary(i)
+		if err != nil {
+			t.Fatalf("Summary(%d): %v", i, err)
+		}
+		want := *full[i]
+		want.Root = nil
+		if d := trace.Diff(&want, sum); d != "" {
+			t.Fatalf("Summary(%d): %s", i, d)
+		}
+	}
+	for _, i := range []int{-1, len(full), len(full) + 100} {
+		if _, err := v.Span(i); !errors.Is(err, trace.ErrNoSuchSpan) {
+			t.Fatalf("Span(%d): err = %v, want ErrNoSuchSpan", i, err)
+		}
+	}
+}
+
+func TestChunkViewMatchesDecodeChunk(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for it := range 300 {
+		spans := randomBatch(r, tracetest.GenOptions{MaxDepth: 4})
+		if it%3 == 0 {
+			spans = append(spans, tracetest.RealisticTrace(r, 1+r.IntN(20), 6, 1+r.IntN(50))...)
+		}
+		payload := mustEncode(t, spans)
+		full, err := trace.DecodeChunk(payload, trace.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkView(t, payload, full, r)
+	}
+}
+
+func TestChunkViewEmptyAndCorrupt(t *testing.T) {
+	v, err := trace.NewChunkView(mustEncode(t, nil), trace.Limits{})
+	if err != nil || v.Len() != 0 {
+		t.Fatalf("empty chunk: Len %v, err %v", v, err)
+	}
+	if _, err := v.Span(0); !errors.Is(err, trace.ErrNoSuchSpan) {
+		t.Fatalf("Span(0) of an empty chunk: %v", err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	spans := tracetest.RealisticTrace(r, 8, 6, 10)
+	payload := mustEncode(t, spans)
+	// Cut anywhere: the view either refuses the prologue or fails the
+	// spans that are cut, with a CorruptPayloadError naming an offset
+	// inside the payload; the spans before the cut still decode.
+	for cut := 0; cut < len(payload); cut += 7 {
+		p := payload[:cut]
+		v, err := trace.NewChunkView(p, trace.Limits{})
+		if err != nil {
+			var ce *trace.CorruptPayloadError
+			if !errors.As(err, &ce) || ce.Offset > cut {
+				t.Fatalf("cut %d: NewChunkView err = %v", cut, err)
+			}
+			continue
+		}
+		failed := false
+		for i := range v.Len() {
+			got, err := v.Span(i)
+			if err != nil {
+				var ce *trace.CorruptPayloadError
+				if !errors.As(err, &ce) || ce.Offset > cut {
+					t.Fatalf("cut %d span %d: err = %v", cut, i, err)
+				}
+				failed = true
+				continue
+			}
+			if failed {
+				t.Fatalf("cut %d: span %d decodes after an earlier span failed", cut, i)
+			}
+			if d := trace.Diff(spans[i], got); d != "" {
+				t.Fatalf("cut %d span %d: %s", cut, i, d)
+			}
+		}
+		if !failed {
+			t.Fatalf("cut %d of %d: every span decoded", cut, len(payload))
+		}
+	}
+}
+
+// TestChunkViewConcurrent reads one view from many goroutines (run with
+// -race): offsets are learned under the view's lock, the string table is
+// shared read-only.
+func TestChunkViewConcurrent(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var spans []*trace.Span
+	for range 20 {
+		spans = append(spans, tracetest.RealisticTrace(r, 10, 6, 15)...)
+	}
+	payload := mustEncode(t, spans)
+	v, err := trace.NewChunkView(payload, trace.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rr := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 200 {
+				i := rr.IntN(len(spans))
+				got, err := v.Span(i)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !got.Equal(spans[i]) {
+					errs <- errors.New("span differs: " + trace.Diff(spans[i], got))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// FuzzChunkView: any payload either fails NewChunkView / Span with a
+// CorruptPayloadError inside the payload, or decodes exactly what
+// DecodeChunkSpan decodes.
+func FuzzChunkView(f *testing.F) {
+	r := rand.New(rand.NewPCG(9, 9))
+	f.Add(mustEncode(f, tracetest.RealisticTrace(r, 3, 6, 5)), uint16(2))
+	f.Add(mustEncode(f, nil), uint16(0))
+	f.Add(deepPayload(5), uint16(0))
+	for range 6 {
+		f.Add(mustEncode(f, randomBatch(r, tracetest.GenOptions{MaxDepth: 3})), uint16(r.IntN(4)))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte, i16 uint16) {
+		lim := trace.Limits{MaxRecords: 1 << 16}
+		v, err := trace.NewChunkView(payload, lim)
+		if err != nil {
+			var ce *trace.CorruptPayloadError
+			if !errors.As(err, &ce) || ce.Offset < 0 || ce.Offset > len(payload) {
+				t.Fatalf("NewChunkView err = %v", err)
+			}
+			return
+		}
+		i := int(i16)
+		got, err := v.Span(i)
+		want, werr := trace.DecodeChunkSpan(payload, i, lim)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("Span(%d) err = %v, DecodeChunkSpan err = %v", i, err, werr)
+		}
+		if err != nil {
+			var ce *trace.CorruptPayloadError
+			if !errors.Is(err, trace.ErrNoSuchSpan) && (!errors.As(err, &ce) || ce.Offset < 0 || ce.Offset > len(payload)) {
+				t.Fatalf("Span(%d) err = %v", i, err)
+			}
+			return
+		}
+		if d := trace.Diff(want, got); d != "" {
+			t.Fatalf("Span(%d): %s", i, d)
+		}
+		if _, err := v.Summary(i); err != nil {
+			t.Fatalf("Summary(%d) fails where Span succeeds: %v", i, err)
+		}
+	})
+}
+
+// BenchmarkChunkViewTrace reads the 10 spans of the last trace of the
+// batch from a view that has seen the chunk before, as a cached
+// trace-by-id does (compare BenchmarkDecodeChunkSpansTrace).
+func BenchmarkChunkViewTrace(b *testing.B) {
+	spans := benchBatch()
+	payload := mustEncode(b, spans)
+	v, err := trace.NewChunkView(payload, trace.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for i := 90; i < 100; i++ {
+			if _, err := v.Span(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.SetBytes(int64(len(payload)))
+}
