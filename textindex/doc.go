@@ -17,8 +17,8 @@
 //   - 's' 0x00 string → uvarint id, for strings up to maxInlineKeyBytes;
 //     's' 0x01 sha256(string) → uvarint id for longer ones;
 //   - 'i' id → the string;
-//   - 'g' trigram block → posting list of the ids (id & 0xffff) in block
-//     id>>16 whose lower-cased form contains the trigram (merge operator:
+//   - 'g' trigram block → posting list of the ids (id & 0x3fff) in block
+//     id>>14 whose lower-cased form contains the trigram (merge operator:
 //     union), for strings whose lower-cased form has at most
 //     maxTrigramBytes bytes;
 //   - 'l' block → posting list of the longer strings, which every substring

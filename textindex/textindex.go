@@ -38,7 +38,7 @@ const (
 	formatVersion = 1
 
 	// blockShift: posting lists cover 1<<blockShift consecutive ids.
-	blockShift = 16
+	blockShift = 14
 	blockSize  = 1 << blockShift
 
 	// maxInlineKeyBytes is the longest string stored verbatim in its 's'
