@@ -70,6 +70,7 @@ func (m *migration) copy(ctx context.Context) error {
 					return err
 				}
 				m.copiedBytes += sc.End - sc.Off
+				m.copiedSpans += int64(len(sc.Spans))
 				if c.bytes >= int64(m.opt.BatchBytes) {
 					if err := c.flush(ctx, k, k, sc.End); err != nil {
 						return err

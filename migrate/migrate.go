@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/ztsd/ztsd/chunk"
@@ -35,6 +36,7 @@ type migration struct {
 	single  []*trace.Span
 
 	copiedBytes int64    // source bytes copied by this run
+	copiedSpans int64    // source pieces copied by this run
 	runWarnings []string // warnings of this run only (not checkpointed)
 }
 
@@ -61,6 +63,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		rep.Seconds = opt.Now().Sub(t0).Seconds()
 		if rep.Seconds > 0 {
 			rep.MBPerS = float64(m.copiedBytes) / 1e6 / rep.Seconds
+			rep.SpansPerS = float64(m.copiedSpans) / rep.Seconds
 		}
 	}
 	if rep != nil {
@@ -412,11 +415,7 @@ func versions(ups map[int]Upgrader) []int {
 	for v := range ups {
 		vs = append(vs, v)
 	}
-	for i := 1; i < len(vs); i++ {
-		for j := i; j > 0 && vs[j] < vs[j-1]; j-- {
-			vs[j], vs[j-1] = vs[j-1], vs[j]
-		}
-	}
+	slices.Sort(vs)
 	return vs
 }
 

@@ -156,10 +156,12 @@ type Report struct {
 	TargetStores int          `json:"target_stores"`
 	TargetBytes  int64        `json:"target_bytes"`
 	Verify       Verification `json:"verify"`
-	// Seconds is this run's wall time; MBPerS the source data-file bytes
-	// this run copied per second.
-	Seconds float64 `json:"seconds"`
-	MBPerS  float64 `json:"mb_per_s"`
+	// Seconds is this run's wall time (verification included); MBPerS
+	// and SpansPerS the source data-file bytes and spans this run copied
+	// per second of it.
+	Seconds   float64 `json:"seconds"`
+	MBPerS    float64 `json:"mb_per_s"`
+	SpansPerS float64 `json:"spans_per_s"`
 }
 
 func (r *Report) normalize() {
@@ -219,7 +221,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "    %s\n", p)
 		}
 	}
-	fmt.Fprintf(&b, "migrate: %s in %.2f s (%.1f MB/s)\n", map[bool]string{true: "OK", false: "FAILED"}[v.OK], r.Seconds, r.MBPerS)
+	fmt.Fprintf(&b, "migrate: %s in %.2f s (%.1f MB/s, %.0f spans/s)\n", map[bool]string{true: "OK", false: "FAILED"}[v.OK], r.Seconds, r.MBPerS, r.SpansPerS)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
