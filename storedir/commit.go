@@ -197,6 +197,18 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 	var errs = make([]error, len(reqs))
 	bytes, nchunks := 0, 0
 	stores := map[*Store]bool{}
+	var need int64
+	for _, r := range reqs {
+		for _, c := range r.chunks {
+			need += int64(c.enc.Len())
+		}
+	}
+	if err := db.checkSpace(need); err != nil {
+		for _, r := range reqs {
+			r.done <- err
+		}
+		return
+	}
 	for i, r := range reqs {
 		for _, c := range r.chunks {
 			s, err := db.writable()

@@ -80,6 +80,12 @@ type Options struct {
 	// FS is the file system the data files are written through; nil is
 	// the real one. Tests inject faults (ENOSPC, EIO, short writes) here.
 	FS chunk.FS
+	// MinFreeBytes is the free space kept in reserve on the data
+	// directory's file system: writes are refused with ENOSPC (503 disk
+	// full) below it, so that index flushes and seals always have room.
+	// 0 means a tenth of the file system, between 4 and 256 MiB; a
+	// negative value turns the check off.
+	MinFreeBytes int64
 }
 
 // Observer is told about each group commit (for metrics).
@@ -341,6 +347,9 @@ func (db *DB) Rotate() error {
 	db.mu.RLock()
 	cur := db.current
 	db.mu.RUnlock()
+	if err := db.checkSpace(0); err != nil {
+		return fmt.Errorf("rotate: %w", err)
+	}
 	// Create the new store before sealing the old one: a crash in between
 	// leaves two open stores, and Open seals all but the newest.
 	id := db.storeSeq

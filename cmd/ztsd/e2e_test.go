@@ -468,7 +468,7 @@ func TestSIGHUPAppliesRetention(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		stores, _ = d.Client.Stores(context.Background())
-		if len(stores) == 2 {
+		if len(stores) == 2 && strings.Contains(d.Stderr(), "reload: applied") {
 			break
 		}
 		if time.Now().After(deadline) {
