@@ -6,7 +6,7 @@ DESTDIR   ?=
 FUZZTIME  ?= 30s
 SOAK_ITER ?= 500
 
-.PHONY: all build run test test-short vet fuzz soak bench bench-large install clean
+.PHONY: all build run test vet fuzz soak recovery-speed bench bench-large install clean
 
 all: build
 
@@ -43,6 +43,16 @@ install: build
 	install -m 0644 deploy/ztsd.socket $(DESTDIR)/usr/lib/systemd/system/ztsd.socket
 	install -m 0644 deploy/sysusers.d/ztsd.conf $(DESTDIR)/usr/lib/sysusers.d/ztsd.conf
 	test -e $(DESTDIR)/etc/ztsd/ztsd.toml || install -m 0644 deploy/ztsd.toml $(DESTDIR)/etc/ztsd/ztsd.toml
+
+# soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20).
+soak:
+	ZTSD_CRASH_ITERATIONS=$(SOAK_ITER) $(GO) test -count=1 -timeout 12h -run '^TestCrashLoop' -v ./cmd/ztsd/
+
+# recovery-speed measures `ztsctl recover` on a ≥ 1 GiB store next to the
+# disk's direct-I/O sequential read speed.
+RECOVERY_DIR ?= /var/tmp/ztsd-recovery-speed
+recovery-speed:
+	ZTSD_RECOVERY_DIR=$(RECOVERY_DIR) $(GO) test -count=1 -timeout 3h -run '^TestRecoverySpeed$$' -v ./recovery/
 
 clean:
 	rm -rf $(BIN)

@@ -21,9 +21,10 @@
 //     of truth and is never rewritten); they are skipped and reported, and
 //     `verify` keeps naming them;
 //   - rebuilds both Pebble indexes from the good chunks into meta.rebuild/
-//     and text.rebuild/ with storedir.IndexChunk — the function the write
+//     and text.rebuild/ with storedir.IndexChunks — the function the write
 //     path uses, so text ids and entries are exactly what the daemon would
-//     have written — and swaps them in atomically (package indexswap);
+//     have written; batches of consecutive chunks, cut at every bad
+//     region — and swaps them in atomically (package indexswap);
 //   - re-seals a sealed store whose data file it cut, and rewrites
 //     config.props (counters, time range, options, state, master checksum).
 //

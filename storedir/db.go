@@ -275,7 +275,9 @@ func (db *DB) openStores(ctx context.Context) error {
 	if n := len(db.stores); n > 0 && !db.stores[n-1].Sealed() {
 		db.current = db.stores[n-1]
 	}
-	return nil
+	// Retention otherwise runs at rotation only; a daemon killed
+	// repeatedly right after rotating would keep more stores than allowed.
+	return db.applyRetentionLocked()
 }
 
 // Dir is the data directory.

@@ -10,9 +10,11 @@
 // hands the encoded chunks to the single committer goroutine. The committer
 // writes every pending chunk, makes them durable with one fsync for the whole
 // group (sync=batch), one per request (sync=always) or none (sync=none),
-// indexes them, and only then acknowledges. Indexing before the
-// acknowledgement gives read-your-writes; it never costs durability because
-// the indexes run without a WAL and are rebuilt from the data file.
+// indexes them — all of a group's chunks in one batch per index
+// (IndexChunks), the text and metadata commits running in parallel — and
+// only then acknowledges. Indexing before the acknowledgement gives
+// read-your-writes; it never costs durability because the indexes run
+// without a WAL and are rebuilt from the data file.
 //
 // # Invariants
 //

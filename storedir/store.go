@@ -15,6 +15,7 @@ import (
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/index"
+	"github.com/ztsd/ztsd/recovery/indexswap"
 	"github.com/ztsd/ztsd/textindex"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -137,6 +138,13 @@ func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
 // both indexes up to the end of the data file.
 func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*Store, error) {
 	log := opt.log.With("store", StoreName(id))
+	// Finish (or discard) an index rebuild that `ztsctl recover` did not
+	// complete, before the indexes are opened.
+	if out, err := indexswap.FinishInterrupted(dir); err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	} else if out != indexswap.Clean {
+		log.Warn("finished an interrupted index rebuild", "outcome", out.String())
+	}
 	propsPath := filepath.Join(dir, propsFile)
 	if removed, err := config.RemoveStaleTemps(propsPath); err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
@@ -177,6 +185,16 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	// A header whose options disagree with config.props has a flipped bit:
+	// read with the wrong options every chunk would look corrupt and be cut
+	// as a torn tail. Refuse to open; `ztsctl recover` repairs the header.
+	if c, perr := chunk.ParseCompression(props.Compression); perr == nil {
+		if want := (chunk.Options{Compression: c, Checksums: props.Checksums}); data.Options() != want {
+			data.Close()
+			return nil, fmt.Errorf("store %s: the data file header says %v but config.props says %v: %w (run `ztsctl recover`)",
+				dir, data.Options(), want, chunk.ErrBadHeader)
+		}
 	}
 	s := &Store{id: id, dir: dir, log: log, data: data, props: props,
 		firstNS: props.FirstTraceNS, lastNS: props.LastTraceNS, chunks: props.Chunks}

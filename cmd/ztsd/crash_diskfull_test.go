@@ -40,19 +40,36 @@ func mountTmpfs(t *testing.T, size string) string {
 	return dir
 }
 
+// spanStream hands out batches of distinct workload spans, generating
+// them a few thousand at a time.
+type spanStream struct {
+	seed uint64
+	buf  []*trace.Span
+}
+
+func (s *spanStream) next(n int) []*trace.Span {
+	if len(s.buf) < n {
+		s.seed++
+		s.buf = append(s.buf, workload.Spans(s.seed<<16, 5000)...)
+	}
+	b := s.buf[:n:n]
+	s.buf = s.buf[n:]
+	return b
+}
+
 // fillUntilFull puts batches until the daemon answers disk_full a few
 // times; it checks the answers and that reads keep working meanwhile.
-func fillUntilFull(t *testing.T, c *client.Client, l *spanLedger, spans []*trace.Span) int {
+func fillUntilFull(t *testing.T, c *client.Client, l *spanLedger, spans *spanStream) {
 	t.Helper()
-	next, full := 0, 0
-	for ; next+50 <= len(spans) && full < 5; next += 50 {
-		err := l.put(c, spans[next:next+50])
+	full := 0
+	for i := 0; i < 100_000 && full < 5; i++ {
+		err := l.put(c, spans.next(50))
 		if err == nil {
 			continue
 		}
 		var ae *client.APIError
 		if !isDiskFull(err) || !errors.As(err, &ae) || !strings.Contains(ae.Message, "no space left on device") {
-			t.Fatalf("request %d on a full disk: want 503 disk_full saying \"no space left on device\", got %v", next/50, err)
+			t.Fatalf("request %d on a full disk: want 503 disk_full saying \"no space left on device\", got %v", i, err)
 		}
 		full++
 		if full == 1 {
@@ -72,7 +89,6 @@ func fillUntilFull(t *testing.T, c *client.Client, l *spanLedger, spans []*trace
 	if full < 5 {
 		t.Fatalf("the disk never filled (%d spans acknowledged)", len(l.acked))
 	}
-	return next
 }
 
 // TestDiskFullTmpfs runs the daemon on a 16 MiB tmpfs that fills: writes
@@ -80,13 +96,13 @@ func fillUntilFull(t *testing.T, c *client.Client, l *spanLedger, spans []*trace
 // succeed again once space is freed, and after a restart every
 // acknowledged span is readable and verify finds nothing wrong.
 func TestDiskFullTmpfs(t *testing.T) {
-	mnt := mountTmpfs(t, "16m")
+	mnt := mountTmpfs(t, "8m")
 	if mnt == "" {
 		t.Skip("cannot mount a tmpfs here; TestDiskFullInjected covers disk-full through an injected ENOSPC")
 	}
 	// Ballast to delete later: "the operator frees space".
 	ballast := filepath.Join(mnt, "ballast")
-	if err := os.WriteFile(ballast, make([]byte, 4<<20), 0o600); err != nil {
+	if err := os.WriteFile(ballast, make([]byte, 2<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := daemontest.New(t, "")
@@ -95,17 +111,15 @@ func TestDiskFullTmpfs(t *testing.T) {
 	d.WriteConfig("sync = \"batch\"\n[store]\nmax_store_size = \"64MiB\"\nchunk_target_size = \"32KiB\"")
 	d.Start()
 	l := newSpanLedger()
-	spans := workload.Spans(31, 200_000)
-	next := fillUntilFull(t, d.Client, l, spans)
+	spans := &spanStream{seed: 31}
+	fillUntilFull(t, d.Client, l, spans)
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	ok := 0
-	for ; next+50 <= len(spans) && ok < 20; next += 50 {
-		if err := l.put(d.Client, spans[next:next+50]); err != nil {
+	for i := 0; i < 20; i++ {
+		if err := l.put(d.Client, spans.next(50)); err != nil {
 			t.Fatalf("request after space was freed: %v", err)
 		}
-		ok++
 	}
 	if err := d.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v\n%s", err, d.Stderr())
@@ -140,17 +154,16 @@ func TestDiskFullDuringRotation(t *testing.T) {
 	d.WriteConfig("sync = \"batch\"\n[store]\nmax_store_size = \"4MiB\"\nchunk_target_size = \"32KiB\"")
 	d.Start()
 	l := newSpanLedger()
-	spans := workload.Spans(33, 200_000)
-	next := 0
-	for full := 0; next+50 <= len(spans) && full < 5; next += 50 {
-		err := l.put(d.Client, spans[next:next+50])
+	spans := &spanStream{seed: 33}
+	for i, full := 0, 0; i < 100_000 && full < 5; i++ {
+		err := l.put(d.Client, spans.next(50))
 		if errors.Is(err, errHung) {
 			t.Fatalf("request %d hung on a full disk (%d spans acknowledged): sealing a store on rotation flushes its Pebble indexes, and Pebble retries a flush that fails with ENOSPC forever, holding the committer (storedir needs a free-space guard before appending/rotating): %v",
-				next/50, len(l.acked), err)
+				i, len(l.acked), err)
 		}
 		if err != nil {
 			if !isDiskFull(err) {
-				t.Fatalf("request %d on a full disk: %v", next/50, err)
+				t.Fatalf("request %d on a full disk: %v", i, err)
 			}
 			full++
 		}
@@ -158,8 +171,8 @@ func TestDiskFullDuringRotation(t *testing.T) {
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	for end := next + 1000; next < end; next += 50 {
-		if err := l.put(d.Client, spans[next:next+50]); err != nil {
+	for i := 0; i < 20; i++ {
+		if err := l.put(d.Client, spans.next(50)); err != nil {
 			t.Fatalf("request after space was freed: %v", err)
 		}
 	}
@@ -195,12 +208,12 @@ func TestDiskFullInjectedThroughServer(t *testing.T) {
 	go hs.Serve(ln)
 	c := client.New(sock)
 	l := newSpanLedger()
-	spans := workload.Spans(32, 100_000)
-	fsys.LimitSpace(3 << 20)
-	next := fillUntilFull(t, c, l, spans)
+	spans := &spanStream{seed: 32}
+	fsys.LimitSpace(1536 << 10) // more than one store: rotation under pressure
+	fillUntilFull(t, c, l, spans)
 	fsys.AddSpace(64 << 20)
-	for end := next + 1000; next < end; next += 50 {
-		if err := l.put(c, spans[next:next+50]); err != nil {
+	for i := 0; i < 20; i++ {
+		if err := l.put(c, spans.next(50)); err != nil {
 			t.Fatalf("request after space was freed: %v", err)
 		}
 	}
