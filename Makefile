@@ -20,10 +20,15 @@ run: build
 vet:
 	$(GO) vet ./...
 
-# The CI test command: vet, the whole suite with the race detector, and the
-# fuzz targets' seed corpora (go test runs them as ordinary tests).
+# The CI test command: vet; every library package with the race detector
+# (fuzz seed corpora run as ordinary tests); the end-to-end tests that
+# start real ztsd/ztsctl binaries, built normally; and the concurrent
+# writers-and-searchers test once more against a race-built daemon.
+LIB_PKGS = $(shell $(GO) list ./... | grep -v -e '/cmd/' -e '/e2e$$')
 test: vet
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test -race -timeout 20m $(LIB_PKGS)
+	$(GO) test -timeout 20m ./cmd/... ./e2e/
+	$(GO) test -race -timeout 20m -run '^TestConcurrentWritersAndSearchers$$' ./cmd/ztsd/
 
 # fuzz runs every fuzz target for FUZZTIME each.
 fuzz:
