@@ -49,6 +49,16 @@ install: build
 	install -m 0644 deploy/sysusers.d/ztsd.conf $(DESTDIR)/usr/lib/sysusers.d/ztsd.conf
 	test -e $(DESTDIR)/etc/ztsd/ztsd.toml || install -m 0644 deploy/ztsd.toml $(DESTDIR)/etc/ztsd/ztsd.toml
 
+# bench runs the Go micro-benchmarks (-count 6, compared with benchstat)
+# and `ztsctl bench` against a real daemon (300k spans, < 10 min on 2 cores),
+# and prints each result next to this machine's measured limits.
+bench: build
+	GO=$(GO) BIN=$(BIN) sh scripts/bench.sh
+
+# bench-large builds a store of 10 million spans for the latency targets.
+bench-large: build
+	GO=$(GO) BIN=$(BIN) BENCH_MICRO=0 BENCH_SPANS=10000000 BENCH_OUT=bench-out/large sh scripts/bench.sh
+
 # soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20).
 soak:
 	ZTSD_CRASH_ITERATIONS=$(SOAK_ITER) $(GO) test -count=1 -timeout 12h -run '^TestCrashLoop' -v ./cmd/ztsd/

@@ -30,6 +30,12 @@ type Daemon struct {
 	sockDir string
 }
 
+// Files StartDaemon writes in its work directory.
+const (
+	daemonConfigFile = "ztsd.toml"
+	daemonLogFile    = "ztsd.log"
+)
+
 // DaemonConfig renders the TOML config a benchmark daemon runs with.
 func DaemonConfig(dataDir, socket, sync string, pprof bool, extra string) string {
 	var b strings.Builder
@@ -54,8 +60,8 @@ func StartDaemon(ctx context.Context, ztsdPath, workDir, dataDir, sync string, p
 	if err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
-	d := &Daemon{Config: filepath.Join(workDir, "ztsd.toml"), DataDir: dataDir,
-		Socket: filepath.Join(sockDir, "ztsd.sock"), LogPath: filepath.Join(workDir, "ztsd.log"), sockDir: sockDir}
+	d := &Daemon{Config: filepath.Join(workDir, daemonConfigFile), DataDir: dataDir,
+		Socket: filepath.Join(sockDir, "ztsd.sock"), LogPath: filepath.Join(workDir, daemonLogFile), sockDir: sockDir}
 	if err := os.WriteFile(d.Config, []byte(DaemonConfig(dataDir, d.Socket, sync, pprof, extra)), 0o644); err != nil {
 		os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("daemon config: %w", err)

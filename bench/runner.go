@@ -165,6 +165,9 @@ type runner struct {
 	lastNS    int64
 	bodies    [][]byte // a few CBOR bodies, for the LZ4 probe without a data dir
 	rng       *rand.Rand
+	// ownWork and ownData say the run created the work and data
+	// directories (cleanup removes only what the run created).
+	ownWork, ownData bool
 }
 
 type sampledTrace struct {
@@ -191,10 +194,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep: &Report{Seed: cfg.Workload.Seed, CPUs: runtime.NumCPU(), Sync: cfg.Sync, Format: cfg.Format,
 			Clients: cfg.Clients, BatchSpans: cfg.BatchSpans}}
 	if cfg.ZtsdPath != "" {
+		defer r.cleanup()
 		if err := r.startDaemon(ctx); err != nil {
 			return nil, err
 		}
-		defer r.cleanup()
 	} else {
 		r.hc = newHTTPClient(cfg.Socket, cfg.TCP)
 		r.rep.Sync = "(running daemon)"
@@ -229,12 +232,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.measureSpace(); err != nil {
 		return nil, err
 	}
-	if r.cfg.Recover != nil && stopped {
+	switch {
+	case r.cfg.Recover == nil:
+		r.rep.Notes = append(r.rep.Notes, "recovery not measured: skipped (no recover function; ztsctl bench --no-recover)")
+	case !stopped:
+		r.rep.Notes = append(r.rep.Notes, "recovery not measured: it needs a daemon this run started (--ztsd) and stopped")
+	default:
 		if err := r.recover(ctx); err != nil {
 			return nil, fmt.Errorf("recover: %w", err)
 		}
-	} else {
-		r.rep.Notes = append(r.rep.Notes, "recovery not measured: it needs a daemon this run started (--ztsd) and stopped")
 	}
 	if !cfg.SkipProbes {
 		dir := r.cfg.DataDir
@@ -263,16 +269,18 @@ func (r *runner) startDaemon(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cfg.WorkDir = dir
+		cfg.WorkDir, r.ownWork = dir, true
 	} else if err := os.MkdirAll(cfg.WorkDir, 0o750); err != nil {
 		return err
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = filepath.Join(cfg.WorkDir, "data")
 	}
-	if ents, err := os.ReadDir(cfg.DataDir); err == nil && len(ents) > 0 {
+	ents, err := os.ReadDir(cfg.DataDir)
+	if err == nil && len(ents) > 0 {
 		return fmt.Errorf("data directory %s is not empty: the benchmark measures a store it builds from nothing", cfg.DataDir)
 	}
+	r.ownData = err != nil // the daemon creates it
 	r.logf("starting %s on %s (sync=%s, pprof=%t)", cfg.ZtsdPath, cfg.DataDir, cfg.Sync, cfg.Pprof)
 	d, err := StartDaemon(ctx, cfg.ZtsdPath, cfg.WorkDir, cfg.DataDir, cfg.Sync, cfg.Pprof, cfg.ExtraConfig)
 	if err != nil {
@@ -283,14 +291,26 @@ func (r *runner) startDaemon(ctx context.Context) error {
 	return nil
 }
 
+// cleanup stops a daemon still running and, unless Keep, removes what the
+// run created: its temporary work directory, or (in a work directory
+// that was given) the generated config, the daemon's log and the data
+// directory if the run created it.
 func (r *runner) cleanup() {
 	if r.daemon != nil {
 		r.daemon.Kill()
 	}
-	if !r.cfg.Keep && r.cfg.WorkDir != "" {
-		os.RemoveAll(r.cfg.WorkDir)
-	} else if r.cfg.WorkDir != "" {
+	switch {
+	case r.cfg.WorkDir == "":
+	case r.cfg.Keep:
 		r.logf("kept %s", r.cfg.WorkDir)
+	case r.ownWork:
+		os.RemoveAll(r.cfg.WorkDir)
+	default:
+		os.Remove(filepath.Join(r.cfg.WorkDir, daemonConfigFile))
+		os.Remove(filepath.Join(r.cfg.WorkDir, daemonLogFile))
+		if r.ownData {
+			os.RemoveAll(r.cfg.DataDir)
+		}
 	}
 }
 

@@ -110,9 +110,16 @@ func TestRunConfigErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("non-empty data dir: %v", err)
 	}
-	_, err = Run(context.Background(), Config{ZtsdPath: "/nonexistent/ztsd", WorkDir: t.TempDir()})
+	// A daemon that does not start: the error names the binary, and the
+	// files the run created are gone (the given work directory stays).
+	work := t.TempDir()
+	os.WriteFile(filepath.Join(work, "mine"), nil, 0o644)
+	_, err = Run(context.Background(), Config{ZtsdPath: "/nonexistent/ztsd", WorkDir: work})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/ztsd") {
 		t.Errorf("missing binary: %v", err)
+	}
+	if ents, _ := os.ReadDir(work); len(ents) != 1 || ents[0].Name() != "mine" {
+		t.Errorf("work directory after a failed start holds %v, want only the caller's file", ents)
 	}
 }
 

@@ -395,6 +395,12 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 		return nil
 	}
 	off, next := chunks[0].Off, chunks[len(chunks)-1].Next
+	for i := 1; i < len(chunks); i++ {
+		if chunks[i].Off != chunks[i-1].Next {
+			// A gap would move the watermarks over chunks never indexed.
+			return fmt.Errorf("index chunks: chunk %d at offset %d does not follow the chunk ending at %d", i, chunks[i].Off, chunks[i-1].Next)
+		}
+	}
 	tb := text.NewBatch()
 	var mb *index.Batch
 	if doMeta {
