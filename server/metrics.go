@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ztsd/ztsd/storedir"
+	"github.com/ztsd/ztsd/trace"
 )
 
 // Metrics are the daemon's Prometheus metrics, on a registry of their own.
@@ -102,4 +104,24 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(storesDesc, prometheus.GaugeValue, float64(n), st)
 	}
+}
+
+// IngestCounter wraps a span appender (the OTLP handlers) so that what it
+// stores is counted in ztsd_ingest_spans_total and
+// ztsd_ingest_requests_total like the native write path.
+type IngestCounter struct {
+	Appender interface {
+		Append(ctx context.Context, spans []*trace.Span) error
+	}
+	Metrics *Metrics
+}
+
+// Append appends and counts on success.
+func (c IngestCounter) Append(ctx context.Context, spans []*trace.Span) error {
+	if err := c.Appender.Append(ctx, spans); err != nil {
+		return err
+	}
+	c.Metrics.ingestSpans.Add(float64(len(spans)))
+	c.Metrics.ingestRequests.Inc()
+	return nil
 }

@@ -212,15 +212,16 @@ func (d *daemonState) serve() error {
 	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout)})
 	otlpOpt := otlp.Options{MaxBodySize: int64(d.cfg.Limits.MaxBodySize), MaxSpansPerRequest: d.cfg.Limits.MaxTracesPerRequest,
 		Limits: decodeLimits(d.cfg), Status: server.StatusOf, Logger: d.log}
+	counted := server.IngestCounter{Appender: d.db, Metrics: metrics}
 	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
-		Zorka: sessions, OTLP: otlp.NewHTTPHandler(d.db, otlpOpt)})
+		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt)})
 	if d.cfg.OTLPGRPCListen != "" {
 		gl, err := listenGRPC(d.cfg.OTLPGRPCListen)
 		if err != nil {
 			return err
 		}
 		gs := grpc.NewServer(otlp.GRPCServerOptions(otlpOpt)...)
-		otlp.Register(gs, d.db, otlpOpt)
+		otlp.Register(gs, counted, otlpOpt)
 		go func() {
 			if err := gs.Serve(gl); err != nil {
 				d.log.Error("OTLP/gRPC listener stopped", "err", err)
