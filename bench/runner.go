@@ -154,6 +154,9 @@ func (c *Config) fill() error {
 
 // runner is the state of one Run.
 type runner struct {
+	// logMu serialises progress lines: profiles are saved from their own
+	// goroutine while a phase logs.
+	logMu  sync.Mutex
 	cfg    Config
 	rep    *Report
 	hc     *httpClient
@@ -179,6 +182,8 @@ type sampledTrace struct {
 const reservoirSize = 100_000
 
 func (r *runner) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	if r.cfg.Progress != nil {
 		fmt.Fprintf(r.cfg.Progress, "bench: "+format+"\n", args...)
 	}
