@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ztsd/ztsd/internal/daemontest"
 	"github.com/ztsd/ztsd/trace"
@@ -65,39 +64,24 @@ func TestDial9Import(t *testing.T) {
 	if len(callsites) != 5 || enters != exits || total != 210_639 {
 		t.Errorf("%d SpanEnter call sites (want 5), %d enters, %d exits, %d events in all", len(callsites), enters, exits, total)
 	}
-	if got, want := storedSpans(t, d), num(t, detail(t, s.Details, "spans"), "spans"); got != want || want != 6_304+36_801+14 {
-		t.Errorf("the daemon stores %d spans; the import emitted %d (want 6,304 periods + 36,801 polls + 14 segments)", got, want)
+	if got, want := storedSpans(t, d), num(t, detail(t, s.Details, "spans"), "spans"); got != want || want < 6_304*2+36_801 {
+		t.Errorf("the daemon stores %d spans; the import emitted %d (want at least 6,304 unparks + 6,302 parks + 36,801 polls)", got, want)
 	}
 	if w, _ := detail(t, s.Details, "workers").([]any); len(w) != 2 || num(t, w[0], "workers[0]") != 0 || num(t, w[1], "workers[1]") != 1 {
 		t.Errorf("workers %v, want [0 1]", w)
 	}
 
-	// What the plain command returns: every dial9 span over 1 ms,
-	// polls and worker active periods (and whole stream segments) alike.
-	plain := ctlSearch(t, d, "--attr", "source.format=dial9", "--min-duration", "1ms", "--spans")
-	all := ctlSearch(t, d, "--attr", "source.format=dial9", "--min-duration", "1ms", "--spans", "--limit", "10000")
-	kinds := map[string]int{}
-	for _, sp := range all {
-		if sp.DurationNS < int64(time.Millisecond) {
-			t.Fatalf("span %s lasts %d ns", sp.SpanID, sp.DurationNS)
-		}
-		kinds[attrText(sp.Attrs, "dial9.kind")]++
-	}
-	t.Logf("search --attr source.format=dial9 --min-duration 1ms --spans: %d results on the first page (limit 20); "+
-		"%d in all by dial9.kind: %v", len(plain), len(all), kinds)
-	if len(plain) != 20 || kinds["poll"] != 4 || kinds["active_period"]+kinds["segment"]+kinds["poll"] != len(all) {
-		t.Errorf("plain search: %d results; all: %v", len(plain), kinds)
-	}
-
-	// The polls alone: exactly the README's four, the longest ≈ 50.28 ms.
-	polls := ctlSearch(t, d, "--attr", "source.format=dial9", "--attr", "dial9.kind=poll", "--min-duration", "1ms", "--spans")
+	// The command: the four polls longer than 1 ms, the longest
+	// ≈ 50.28 ms, and nothing else (an active period is a trace of
+	// zero-length unpark, event and park spans around its polls).
+	polls := ctlSearch(t, d, "--attr", "source.format=dial9", "--min-duration", "1ms", "--spans")
 	if len(polls) != 4 {
-		t.Fatalf("polls over 1 ms: %d, the README says 4", len(polls))
+		t.Fatalf("search --attr source.format=dial9 --min-duration 1ms --spans: %d spans, the README says 4 polls", len(polls))
 	}
 	var longest *trace.Span
 	for _, p := range polls {
-		if p.Type != "dial9.poll" || p.ParentID == 0 || attrText(p.Attrs, "dial9.task_id") == "" {
-			t.Errorf("poll %s: type %q parent %s task %q", p.SpanID, p.Type, p.ParentID, attrText(p.Attrs, "dial9.task_id"))
+		if p.Type != "dial9.poll" || attrText(p.Attrs, "dial9.kind") != "poll" || attrText(p.Attrs, "dial9.task_id") == "" {
+			t.Errorf("span %s: type %q kind %q task %q", p.SpanID, p.Type, attrText(p.Attrs, "dial9.kind"), attrText(p.Attrs, "dial9.task_id"))
 		}
 		if w := attrText(p.Attrs, "dial9.worker"); w != "0" && w != "1" {
 			t.Errorf("poll %s on worker %q", p.SpanID, w)
@@ -109,21 +93,32 @@ func TestDial9Import(t *testing.T) {
 	if longest.DurationNS/10_000 != 5028 { // 50.28 ms
 		t.Errorf("longest poll %d ns, the README says ≈ 50.28 ms", longest.DurationNS)
 	}
-	// Read back, the longest poll sits in its worker's active period.
-	parent, err := d.Client.GetSpan(context.Background(), longest.TraceID, longest.ParentID)
+	// Read back, the longest poll sits in its worker's active period: the
+	// trace runs from an unpark before it to a park after it, whose
+	// dial9.active_ns covers both.
+	roots, err := d.Client.Get(context.Background(), longest.TraceID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var child *trace.Span
-	for _, c := range parent.Children {
-		if c.SpanID == longest.SpanID {
-			child = c
+	var unpark, park, poll *trace.Span
+	for _, r := range roots {
+		switch {
+		case r.Type == "dial9.unpark":
+			unpark = r
+		case r.Type == "dial9.park":
+			park = r
+		case r.SpanID == longest.SpanID:
+			poll = r
 		}
 	}
-	if parent.Type != "dial9.active_period" || child == nil || child.Root == nil ||
-		!strings.HasPrefix(child.Root.Method, "poll ") || child.StartNS < parent.StartNS ||
-		child.StartNS+child.DurationNS > parent.StartNS+parent.DurationNS {
-		t.Errorf("longest poll in its period: parent type %q, child %+v", parent.Type, child)
+	if unpark == nil || park == nil || poll == nil || poll.Root == nil || !strings.HasPrefix(poll.Root.Method, "poll ") {
+		t.Fatalf("trace of the longest poll: %d roots, unpark %v park %v poll %v", len(roots), unpark != nil, park != nil, poll != nil)
+	}
+	active, _ := park.Attrs.Get("dial9.active_ns")
+	if poll.StartNS < unpark.StartNS || poll.StartNS+poll.DurationNS > park.StartNS ||
+		active.Int != park.StartNS-unpark.StartNS || attrText(park.Attrs, "dial9.worker") != attrText(poll.Attrs, "dial9.worker") {
+		t.Errorf("longest poll [%d, +%d] not inside its period: unpark %d park %d active_ns %v",
+			poll.StartNS, poll.DurationNS, unpark.StartNS, park.StartNS, active)
 	}
 }
 

@@ -215,7 +215,7 @@ func TestChromeSamples(t *testing.T) {
 		{"wtf", "wtf/cff-cpp-bindings.wtf-trace", []string{"0:Main", "1:Worker"}, 6},
 		{"wtf", "wtf/cff-js-node.wtf-trace", []string{"Script"}, 6},
 		{"wtf", "wtf/legacy-json-deeply-nested.wtf-json", nil, 6},
-		{"dial9", "dial9/demo-2026-03-18-small.bin", nil, 1640},
+		{"dial9", "dial9/demo-2026-03-18-small.bin", nil, 3125},
 		{"atf", "atf/clean", []string{"thread_0", "thread_1"}, 2},
 	}
 	for _, tc := range cases {

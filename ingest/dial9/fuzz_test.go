@@ -106,8 +106,10 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accounting %v for %d events", acc, sum.Events)
 		}
 		var traces int64
+		seen := map[trace.TraceID]bool{}
 		for _, s := range spans {
-			if s.ParentID == 0 {
+			if !seen[s.TraceID] {
+				seen[s.TraceID] = true
 				traces++
 			}
 		}

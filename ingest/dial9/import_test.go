@@ -32,6 +32,7 @@ func (c *collected) emit(s *trace.Span) error {
 func (c *collected) check(t *testing.T, sum *ingest.Summary, file string) {
 	t.Helper()
 	var traces, records int64
+	traceIDs := map[trace.TraceID]bool{}
 	ids := map[trace.SpanID]trace.TraceID{}
 	for _, s := range c.spans {
 		if err := s.Validate(); err != nil {
@@ -55,7 +56,8 @@ func (c *collected) check(t *testing.T, sum *ingest.Summary, file string) {
 		if s.Recs != s.Root.CountRecords() || s.Calls != s.Recs {
 			t.Fatalf("span %s: recs %d calls %d, tree has %d", s.SpanID, s.Recs, s.Calls, s.Root.CountRecords())
 		}
-		if s.ParentID == 0 {
+		if !traceIDs[s.TraceID] {
+			traceIDs[s.TraceID] = true
 			traces++
 		}
 		records += s.Recs
@@ -106,10 +108,11 @@ func TestImportDemo(t *testing.T) {
 		t.Errorf("warnings %v", sum.Warnings)
 	}
 
-	// Polls: one child span each; exactly 4 longer than 1 ms, the longest
-	// ≈ 50.28 ms.
-	var polls, periods int
-	var long []int64
+	// Polls: one span each; they are the only spans longer than 1 ms
+	// (exactly 4, the longest ≈ 50.28 ms): an active period is a trace of
+	// zero-length unpark, event and park spans around its polls.
+	var polls, periods, parks int
+	var long, longAny []int64
 	day := time.Date(2026, 5, 15, 0, 0, 0, 0, time.UTC)
 	methods := map[string]int64{}
 	var resolvedFrames, hexFrames int
@@ -117,10 +120,16 @@ func TestImportDemo(t *testing.T) {
 		if st := time.Unix(0, s.StartNS); st.Before(day) || st.After(day.Add(24*time.Hour)) {
 			t.Fatalf("span starts %v, not on the day of the capture", st)
 		}
+		if s.DurationNS > 1e6 {
+			longAny = append(longAny, s.DurationNS)
+		}
+		if s.ParentID != 0 {
+			t.Fatalf("span %s has a parent: dial9 traces are flat", s.SpanID)
+		}
 		switch kind(s) {
 		case "poll":
 			polls++
-			if s.ParentID == 0 || s.Type != "dial9.poll" || !strings.HasPrefix(s.Root.Method, "poll ") {
+			if s.Type != "dial9.poll" || !strings.HasPrefix(s.Root.Method, "poll ") {
 				t.Fatalf("poll span %+v", s)
 			}
 			if s.DurationNS > 1e6 {
@@ -131,14 +140,26 @@ func TestImportDemo(t *testing.T) {
 					t.Fatalf("poll span without %s", k)
 				}
 			}
-		case "active_period":
+		case "unpark":
 			periods++
-			if s.ParentID != 0 {
-				t.Fatal("active period with a parent")
+			if s.DurationNS != 0 || s.Type != "dial9.unpark" || !strings.HasSuffix(s.Root.Method, " unpark") {
+				t.Fatalf("unpark span %+v", s)
+			}
+		case "park":
+			parks++
+			active, _ := s.Attrs.Get("dial9.active_ns")
+			if s.DurationNS != 0 || active.Int <= 0 {
+				t.Fatalf("park span %+v", s)
+			}
+			for _, k := range []string{"dial9.polls", "dial9.cpu_time_ns", "dial9.worker"} {
+				if _, ok := s.Attrs.Get(k); !ok {
+					t.Fatalf("park span without %s", k)
+				}
 			}
 		}
+		event := kind(s) == "event" || kind(s) == "tracing_span"
 		s.Root.Walk(func(r *trace.Record, depth int) bool {
-			if depth > 1 {
+			if depth > 1 || event {
 				methods[r.Method]++
 			}
 			if v, ok := r.Attrs.Get("dial9.callchain"); ok {
@@ -153,12 +174,15 @@ func TestImportDemo(t *testing.T) {
 			return true
 		})
 	}
-	if polls != 36801 || periods != 6304 {
-		t.Errorf("%d polls, %d active periods; want 36801, 6304", polls, periods)
+	if polls != 36801 || periods != 6304 || parks != 6304-2 {
+		t.Errorf("%d polls, %d active periods, %d parks; want 36801, 6304, 6302", polls, periods, parks)
 	}
 	slices.Sort(long)
 	if len(long) != 4 || long[3] < 50_270_000 || long[3] > 50_290_000 {
 		t.Errorf("polls > 1ms: %v, want 4 with the longest ≈ 50.28 ms", long)
+	}
+	if !slices.Equal(long, slices.Sorted(slices.Values(longAny))) {
+		t.Errorf("spans > 1ms: %v, want only the 4 long polls %v", longAny, long)
 	}
 	// Every event that is not a span boundary or a symbol row is one record.
 	for name, want := range demoPerSchema {
@@ -435,7 +459,7 @@ func TestImportMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.check(t, sum, "synthetic.bin")
-	if sum.Events != 19 || sum.Traces != 4 || sum.Records != 16 || len(c.spans) != 6 {
+	if sum.Events != 19 || sum.Traces != 4 || sum.Records != 15 || len(c.spans) != 11 {
 		t.Fatalf("events %d traces %d records %d spans %d", sum.Events, sum.Traces, sum.Records, len(c.spans))
 	}
 	acc := sum.Details["accounting"].(map[string]int64)
@@ -449,50 +473,60 @@ func TestImportMapping(t *testing.T) {
 		"dial9.timestamp_ns"}
 	type want struct {
 		kind, thread string
-		parent       int // index of the parent span, -1 for none
+		trace        int // index of the first span of the same trace, -1 for a new trace
 		start, dur   int64
 		tree         string
 		attrs        map[string]string
 	}
 	const off = wall0 - mono0
+	chain := "dial9.callchain=[inlined (b.rs:2); outer (a.rs:1); main]"
 	wants := []want{
-		{"segment", "stream-0", -1, wall0, 5_000_000, `stream 0 @0 +5000000
-  ClockSyncEvent @0 +0
-  QueueSampleEvent @500000 +0 dial9.global_queue=4
-  CpuSampleEvent @5000000 +0 dial9.callchain=[inlined (b.rs:2); outer (a.rs:1); main]
-`, map[string]string{"dial9.stream": "0"}},
-		{"poll", "worker-0", 2, off + mono0 + 100_000, 2_000_000, `poll src/main.rs:10:5 @0 +2000000
+		// Stream 0 (the sampler thread) outside any active period: a trace
+		// of zero-length event spans.
+		{"event", "stream-0", -1, wall0, 0, "ClockSyncEvent @0 +0\n", map[string]string{"dial9.stream": "0"}},
+		{"event", "stream-0", 0, wall0 + 500_000, 0, "QueueSampleEvent @0 +0 dial9.global_queue=4\n", nil},
+		{"event", "stream-0", 0, wall0 + 5_000_000, 0, "CpuSampleEvent @0 +0 " + chain + "\n", nil},
+		// Worker 0's active period: the poll as it ends, then unpark,
+		// the sample outside the poll, and park with the period's totals.
+		{"poll", "worker-0", -1, off + mono0 + 100_000, 2_000_000, `poll src/main.rs:10:5 @0 +2000000
   app::handler:src/h.rs:3 @10000 +90000 dial9.user=bob
     WakeEventEvent @20000 +0 dial9.woken_task_id=8
-  CpuSampleEvent @50000 +0 dial9.callchain=[inlined (b.rs:2); outer (a.rs:1); main]
+  CpuSampleEvent @50000 +0 ` + chain + `
   TaskSpawnEvent @110000 +0 dial9.task_id=9
 `, map[string]string{"dial9.task_id": "7", "dial9.spawn_location": "src/main.rs:10:5", "dial9.local_queue": "1",
 			"dial9.worker": "0", "dial9.stream": "1"}},
-		{"active_period", "worker-0", -1, wall0, 3_000_000, `worker-0 active @0 +3000000
-  CpuSampleEvent @2500000 +0 dial9.callchain=[inlined (b.rs:2); outer (a.rs:1); main]
-`, map[string]string{"dial9.cpu_time_ns": "800", "dial9.unpark.sched_wait_ns": "5", "dial9.polls": "1",
-			"dial9.park.tid": "42"}},
-		{"segment", "worker-0", -1, off + mono0 - 1_000_000, 5_500_000, `stream 1 @0 +5500000
-  TaskDumpEvent @0 +0 dial9.callchain=[main] dial9.task_id=8
-  PollEndEvent @5000000 +0
-`, nil},
-		{"poll", "worker-0", 3, off + mono0 + 4_500_000, 0, `poll src/main.rs:10:5 @0 +0 open
-`, map[string]string{"dial9.unterminated": "true", "dial9.task_id": "8"}},
-		{"segment", "stream-2", -1, off, 0, `stream 2 @0 +0
-`, map[string]string{"dial9.symbol_table_entries": "3"}},
+		{"unpark", "worker-0", 3, wall0, 0, "worker-0 unpark @0 +0\n",
+			map[string]string{"dial9.unpark.sched_wait_ns": "5", "dial9.unpark.tid": "42", "dial9.worker": "0"}},
+		{"event", "worker-0", 3, wall0 + 2_500_000, 0, "CpuSampleEvent @0 +0 " + chain + "\n", nil},
+		{"park", "worker-0", 3, wall0 + 3_000_000, 0, "worker-0 park @0 +0\n",
+			map[string]string{"dial9.cpu_time_ns": "800", "dial9.polls": "1", "dial9.park.tid": "42", "dial9.active_ns": "3000000"}},
+		// Stream 1 outside its active period: the dump stamped before it
+		// and the PollEnd whose PollStart is not in the file.
+		{"event", "worker-0", -1, off + mono0 - 1_000_000, 0, "TaskDumpEvent @0 +0 dial9.callchain=[main] dial9.task_id=8\n", nil},
+		{"event", "worker-0", 7, wall0 + 4_000_000, 0, "PollEndEvent @0 +0\n", nil},
+		// The poll that never ended, closed at the end of the input (before the last stream ends), in
+		// stream 1's segment trace.
+		{"poll", "worker-0", 7, off + mono0 + 4_500_000, 0, "poll src/main.rs:10:5 @0 +0 open\n",
+			map[string]string{"dial9.unterminated": "true", "dial9.task_id": "8"}},
+		// Stream 2: the symbolizer's rows, counted.
+		{"symbol_table", "stream-2", -1, off, 0, "symbol table @0 +0\n", map[string]string{"dial9.symbol_table_entries": "3"}},
 	}
+	traceOf := map[trace.TraceID]int{}
 	for i, w := range wants {
 		s := c.spans[i]
-		if kind(s) != w.kind || s.StartNS != w.start || s.DurationNS != w.dur {
-			t.Errorf("span %d: %s start %d dur %d, want %s start %d dur %d", i, kind(s), s.StartNS, s.DurationNS,
+		if kind(s) != w.kind || s.Type != "dial9."+w.kind || s.StartNS != w.start || s.DurationNS != w.dur {
+			t.Errorf("span %d: %s %s start %d dur %d, want %s start %d dur %d", i, kind(s), s.Type, s.StartNS, s.DurationNS,
 				w.kind, w.start, w.dur)
 		}
 		if th, _ := s.Attrs.Get("thread"); th.Str != w.thread {
 			t.Errorf("span %d: thread %q, want %q", i, th.Str, w.thread)
 		}
-		if w.parent < 0 && s.ParentID != 0 || w.parent >= 0 && (s.ParentID != c.spans[w.parent].SpanID ||
-			s.TraceID != c.spans[w.parent].TraceID) {
-			t.Errorf("span %d: parent %s, want span %d", i, s.ParentID, w.parent)
+		first, seen := traceOf[s.TraceID]
+		if !seen {
+			traceOf[s.TraceID], first = i, -1
+		}
+		if s.ParentID != 0 || first != w.trace {
+			t.Errorf("span %d: parent %s, trace first seen at span %d; want no parent and %d", i, s.ParentID, first, w.trace)
 		}
 		if got := render(s.Root, keys...); got != w.tree {
 			t.Errorf("span %d tree:\n%s\nwant:\n%s", i, got, w.tree)

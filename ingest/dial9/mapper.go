@@ -16,7 +16,9 @@ import (
 	"github.com/ztsd/ztsd/trace"
 )
 
-// spanKind says what a span stands for.
+// spanKind says what a builder collects: a poll is one span; an active
+// period and a stream segment are traces, whose events become spans of
+// their own when the builder finishes.
 type spanKind uint8
 
 const (
@@ -26,6 +28,16 @@ const (
 )
 
 var spanKindNames = [...]string{kindSegment: "segment", kindActive: "active_period", kindPoll: "poll"}
+
+// Values of the dial9.kind span attribute (and, after "dial9.", of the
+// span Type) for the spans an active period or a segment is made of.
+const (
+	spanUnpark      = "unpark"       // the WorkerUnparkEvent opening an active period
+	spanPark        = "park"         // the WorkerParkEvent closing it, with the period's totals
+	spanEvent       = "event"        // any other event, zero-length
+	spanTracing     = "tracing_span" // a tracing span entered outside any poll
+	spanSymbolTable = "symbol_table" // the stream's symbol table rows, counted
+)
 
 // containerKey names a span under construction; ord is the per-worker
 // ordinal of an active period or poll.
@@ -180,9 +192,17 @@ type builder struct {
 	stream     int
 	childSpans int64
 	symbolRows int64
+	// symbolTS is the time of the stream's first symbol table row.
+	symbolTS uint64
 	// unparkCPU is the worker's CPU clock at unpark, when it was given.
 	unparkCPU    uint64
 	hasUnparkCPU bool
+	// parked: the period ended with a WorkerParkEvent whose fields (as
+	// dial9.park.* attributes) are parkAttrs.
+	parked    bool
+	parkAttrs trace.Attrs
+	// tracing marks the records of tracing spans entered outside any poll.
+	tracing map[*trace.Record]bool
 }
 
 type openSpan struct {
@@ -595,7 +615,11 @@ func (m *mapper) event(ev *Event) error {
 	case evSymbol, evCallframe:
 		m.acc.attributes++
 		if !m.scan {
-			m.segment().symbolRows++
+			b := m.segment()
+			if b.symbolRows == 0 && ev.HasTimestamp {
+				b.symbolTS = ev.TimestampNS
+			}
+			b.symbolRows++
 		}
 		return nil
 	case evCPUSample:
@@ -776,24 +800,32 @@ func spanID(tid trace.TraceID, suffix ...string) trace.SpanID {
 
 func (m *mapper) newBuilder(kind spanKind, key containerKey, w *workerState, stream int, method string, startTS uint64) *builder {
 	b := &builder{kind: kind, key: key, worker: w, stream: stream, start: startTS}
-	sp := &trace.Span{Source: trace.SourceDial9, Type: "dial9." + spanKindNames[kind],
-		Root: &trace.Record{Method: method, StartNS: absTS(startTS)}}
-	thread := "stream-" + strconv.Itoa(stream)
-	// In key order, with room for the attributes each kind adds.
-	sp.Attrs = make(trace.Attrs, 0, [...]int{kindSegment: 8, kindPoll: 10, kindActive: 20}[kind])
-	sp.Attrs = append(sp.Attrs,
-		trace.Attr{Key: "dial9.kind", Value: trace.String(spanKindNames[kind])},
+	name := spanKindNames[kind]
+	if kind == kindActive {
+		name = spanUnpark
+	}
+	b.span = &trace.Span{Source: trace.SourceDial9, Type: "dial9." + name,
+		Root:  &trace.Record{Method: method, StartNS: absTS(startTS)},
+		Attrs: m.commonAttrs(name, w, stream, [...]int{kindSegment: 8, kindPoll: 10, kindActive: 16}[kind])}
+	return b
+}
+
+// commonAttrs are the attributes every dial9 span carries, in key order,
+// with room for extra more.
+func (m *mapper) commonAttrs(kind string, w *workerState, stream int, extra int) trace.Attrs {
+	attrs := make(trace.Attrs, 0, 6+extra)
+	attrs = append(attrs,
+		trace.Attr{Key: "dial9.kind", Value: trace.String(kind)},
 		trace.Attr{Key: "dial9.stream", Value: trace.Int(int64(stream))})
+	thread := "stream-" + strconv.Itoa(stream)
 	if w != nil {
 		thread = w.name
-		sp.Attrs = append(sp.Attrs, trace.Attr{Key: "dial9.worker", Value: uintValue(w.id)})
+		attrs = append(attrs, trace.Attr{Key: "dial9.worker", Value: uintValue(w.id)})
 	}
-	sp.Attrs = append(sp.Attrs,
+	return append(attrs,
 		trace.Attr{Key: "source.file", Value: trace.String(m.file)},
 		trace.Attr{Key: "source.format", Value: trace.String(trace.SourceDial9)},
 		trace.Attr{Key: "thread", Value: trace.String(thread)})
-	b.span = sp
-	return b
 }
 
 // segment returns (creating) the trace of the current stream's events
@@ -841,7 +873,6 @@ func (m *mapper) pollStart(w *workerState, ev *Event, si *schemaInfo) error {
 	b := m.newBuilder(kindPoll, key, w, ev.Stream, method, ts)
 	b.span.TraceID = parent.span.TraceID
 	b.span.SpanID = spanID(parent.span.TraceID, "/poll/", strconv.FormatUint(w.id, 10), "/", strconv.Itoa(w.pollOrd))
-	b.span.ParentID = parent.span.SpanID
 	parent.childSpans++
 	parent.note(absTS(ts), absTS(ts))
 	attrs := m.appendFields(b.span.Attrs, ev, si, si.keys, ev.Schema.FieldIndex("spawn_loc"))
@@ -899,7 +930,7 @@ func (m *mapper) unpark(w *workerState, ev *Event, si *schemaInfo) error {
 		return nil
 	}
 	key := containerKey{kind: kindActive, worker: w.id, ord: w.activeOrd}
-	b := m.newBuilder(kindActive, key, w, ev.Stream, w.name+" active", ts)
+	b := m.newBuilder(kindActive, key, w, ev.Stream, w.name+" unpark", ts)
 	b.span.TraceID = m.traceID("active/" + strconv.FormatUint(w.id, 10) + "/" + strconv.Itoa(w.activeOrd))
 	b.span.SpanID = spanID(b.span.TraceID)
 	b.span.Attrs = sortAttrs(m.appendFields(b.span.Attrs, ev, si, si.boundKeys, -1))
@@ -917,9 +948,10 @@ func (m *mapper) park(w *workerState, ev *Event, si *schemaInfo) error {
 	m.acc.boundaries++
 	if !m.scan {
 		b := w.active
-		b.span.Attrs = sortAttrs(m.appendFields(b.span.Attrs, ev, si, si.boundKeys, -1))
+		b.parked = true
+		b.parkAttrs = m.appendFields(m.commonAttrs(spanPark, w, ev.Stream, 16), ev, si, si.boundKeys, -1)
 		if cpu, ok := uintNamed(ev, "cpu_time_ns"); ok && b.hasUnparkCPU && cpu >= b.unparkCPU {
-			b.span.Attrs.Set("dial9.cpu_time_ns", uintValue(cpu-b.unparkCPU))
+			b.parkAttrs = append(b.parkAttrs, trace.Attr{Key: "dial9.cpu_time_ns", Value: uintValue(cpu - b.unparkCPU)})
 		}
 	}
 	return m.closeActive(w, ev.TimestampNS, false)
@@ -944,10 +976,8 @@ func (m *mapper) closeActive(w *workerState, end uint64, unterminated bool) erro
 		if b.timed {
 			end = max(end, b.maxTS)
 		}
-		b.span.Root.Open = true
 		b.span.Attrs.Set("dial9.unterminated", trace.Bool(true))
 	}
-	b.span.Attrs.Set("dial9.polls", trace.Int(b.childSpans))
 	return m.finish(b, end)
 }
 
@@ -960,6 +990,12 @@ func (m *mapper) spanEnter(w *workerState, ev *Event, si *schemaInfo) {
 	rec, _ := m.newRecord(ev, si)
 	rec.Method = si.callsite
 	m.attach(b, w, rec)
+	if b.kind != kindPoll {
+		if b.tracing == nil {
+			b.tracing = map[*trace.Record]bool{}
+		}
+		b.tracing[rec] = true
+	}
 	if len(w.spans) >= maxOpenSpans {
 		// Deeper nesting stays a zero-length record (its exit will be one
 		// too), keeping record trees well inside trace.MaxDepth.
@@ -1010,8 +1046,9 @@ func closeOpen(rec *trace.Record, end int64) {
 	}
 }
 
-// finish closes the tracing-span records b owns, makes record times
-// relative, fills the summary and emits the span.
+// finish closes the tracing-span records b owns and emits what b built:
+// a poll as one span; an active period or a segment as the spans it is
+// made of (see explode).
 func (m *mapper) finish(b *builder, end uint64) error {
 	endNS := absTS(end)
 	if b.kind == kindSegment {
@@ -1050,19 +1087,105 @@ func (m *mapper) finish(b *builder, end uint64) error {
 		slices.SortStableFunc(b.span.Root.Children, byStart)
 	}
 	start := absTS(b.start)
+	if b.kind != kindPoll {
+		return m.explode(b, start, endNS)
+	}
 	dur := max(endNS-start, 0)
 	sp := b.span
 	sp.StartNS = satAdd(start, m.info.clockOffset)
 	sp.DurationNS = dur
-	if b.symbolRows > 0 {
-		sp.Attrs.Set("dial9.symbol_table_entries", trace.Int(b.symbolRows))
-	}
 	relativize(sp.Root, start, dur, true)
-	sp.FillSummary()
-	m.spans++
-	if sp.ParentID == 0 {
+	return m.emitSpan(sp)
+}
+
+// explode emits an active period or a stream segment as a trace of the
+// spans it is made of; the polls in it were emitted as they ended. An
+// active period or a segment is not a span itself: it has no source event
+// of its own with a duration, and a span lasting from unpark to park would
+// be found by every duration search meant for polls. So:
+//
+//   - the WorkerUnparkEvent is a zero-length span (dial9.unpark.* fields;
+//     dial9.unterminated when no park followed);
+//   - every other event in it outside the polls is a zero-length span of
+//     its own, in time order, whose root record is the event; a tracing
+//     span entered outside any poll is a span lasting as it did, with what
+//     happened inside it as nested records;
+//   - the WorkerParkEvent is a zero-length span with the period's totals:
+//     dial9.active_ns (unpark to park), dial9.cpu_time_ns, dial9.polls;
+//   - a segment's symbol table rows are counted on one zero-length span.
+func (m *mapper) explode(b *builder, start, end int64) error {
+	tid := b.span.TraceID
+	off := m.info.clockOffset
+	spans := b.childSpans
+	children := b.span.Root.Children
+	b.span.Root.Children = nil
+	if b.kind == kindActive {
+		sp := b.span
+		sp.StartNS = satAdd(start, off)
+		relativize(sp.Root, start, 0, true)
+		if err := m.emitSpan(sp); err != nil {
+			return err
+		}
+		spans++
+	}
+	for i, c := range children {
+		at := c.StartNS
+		if at == noTime {
+			at = start // an event without a timestamp sits where its trace begins
+		}
+		kind := spanEvent
+		if b.tracing[c] {
+			kind = spanTracing
+		}
+		sp := &trace.Span{TraceID: tid, SpanID: spanID(tid, "/event/", strconv.Itoa(i)),
+			Source: trace.SourceDial9, Type: "dial9." + kind, Root: c,
+			StartNS: satAdd(at, off), DurationNS: max(c.DurationNS, 0),
+			Attrs: m.commonAttrs(kind, b.worker, b.stream, 0)}
+		relativize(c, at, sp.DurationNS, true)
+		if err := m.emitSpan(sp); err != nil {
+			return err
+		}
+		spans++
+	}
+	if b.kind == kindActive && b.parked {
+		attrs := append(b.parkAttrs,
+			trace.Attr{Key: "dial9.active_ns", Value: trace.Int(max(end-start, 0))},
+			trace.Attr{Key: "dial9.polls", Value: trace.Int(b.childSpans)})
+		sp := &trace.Span{TraceID: tid, SpanID: spanID(tid, "/park"),
+			Source: trace.SourceDial9, Type: "dial9." + spanPark,
+			Root:    &trace.Record{Method: b.worker.name + " park", Calls: 1},
+			StartNS: satAdd(end, off), Attrs: sortAttrs(attrs)}
+		if err := m.emitSpan(sp); err != nil {
+			return err
+		}
+		spans++
+	}
+	if b.symbolRows > 0 {
+		at := start
+		if b.symbolTS != 0 {
+			at = absTS(b.symbolTS)
+		}
+		attrs := append(m.commonAttrs(spanSymbolTable, b.worker, b.stream, 1),
+			trace.Attr{Key: "dial9.symbol_table_entries", Value: trace.Int(b.symbolRows)})
+		sp := &trace.Span{TraceID: tid, SpanID: spanID(tid, "/symbols"),
+			Source: trace.SourceDial9, Type: "dial9." + spanSymbolTable,
+			Root:    &trace.Record{Method: "symbol table", Calls: 1},
+			StartNS: satAdd(at, off), Attrs: sortAttrs(attrs)}
+		if err := m.emitSpan(sp); err != nil {
+			return err
+		}
+		spans++
+	}
+	if spans > 0 {
 		m.traces++
 	}
+	return nil
+}
+
+// emitSpan fills sp's summary, counts it and hands it on.
+func (m *mapper) emitSpan(sp *trace.Span) error {
+	sp.FillSummary()
+	m.spans++
 	m.records += sp.Recs
 	return m.emit(sp)
 }

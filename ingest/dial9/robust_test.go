@@ -170,8 +170,9 @@ func TestDamagedMidFileHeader(t *testing.T) {
 	if !errors.As(err, &de) || !errors.Is(err, ErrUnknownTag) || de.Offset != int64(i) {
 		t.Fatalf("err = %v, want unknown tag at %d", err, i)
 	}
-	if sum.Events != 5 || len(c.spans) != 1 {
-		t.Fatalf("kept %d events, %d spans; want the 5 events of stream 0 in 1 span", sum.Events, len(c.spans))
+	if sum.Events != 5 || sum.Traces != 1 || len(c.spans) != 5 {
+		t.Fatalf("kept %d events, %d traces, %d spans; want the 5 events of stream 0 as 5 spans of 1 trace",
+			sum.Events, sum.Traces, len(c.spans))
 	}
 	for _, s := range c.spans {
 		if err := s.Validate(); err != nil {
