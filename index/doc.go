@@ -55,9 +55,17 @@
 // newer one. Blocks that a rare attribute or text does not occur in are
 // skipped without being read.
 //
+// A Matcher answers the same query for one trace at a time: from the
+// trace's records ('t') and the posting lists or rows of the blocks its
+// entries are in, it finds the trace's first matching entry in search order
+// (optionally only among those before a position), without walking other
+// matches. storedir pages through traces with it.
+//
 // # Concurrency
 //
 // One writer (one Batch at a time; a Batch is not safe for concurrent use)
 // and any number of concurrent readers. A reader sees a consistent prefix
-// of committed batches as of the start of its call.
+// of committed batches as of the start of its call (a Matcher: as of its
+// creation). A running Search and an open Matcher hold the index open:
+// Close waits for them.
 package index

@@ -290,63 +290,13 @@ func (s *searcher) plan(ctx context.Context) error {
 // posting lists (or, for the open block, its rows) and the time column can
 // decide.
 func (s *searcher) scanBlock(blk uint64, sum blockSummary) error {
-	var cands []uint32
-	filtered := false
-	if sum.n < s.v.blockSize && len(s.conj) > 0 {
-		var ok bool
-		var err error
-		if cands, ok = s.openBlockMemory(blk, sum); !ok {
-			if cands, ok, err = s.openBlockCandidates(blk, sum); err != nil {
-				return err
-			}
-		}
-		// Without rows the block was sealed after this search began: its
-		// posting lists are written.
-		filtered = ok
-		if ok && len(cands) == 0 {
-			return nil
-		}
+	cands, all, err := s.candidates(blk, sum)
+	if err != nil {
+		return err
 	}
-	for _, c := range s.conj {
-		if filtered {
-			break
-		}
-		srcs := c.all
-		if c.blocks != nil {
-			srcs = c.blocks[blk]
-		}
-		s.tmp = s.tmp[:0]
-		for _, i := range srcs {
-			s.key = appendOrdered(append(s.key[:0], c.sources[i]...), blk)
-			v, ok, err := s.reader.Get(s.key)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-			offs, err := postings.Decode(v, s.v.blockSize, s.offs)
-			if err != nil {
-				return fmt.Errorf("posting list %x: %w", s.key, err)
-			}
-			s.offs = offs
-			if len(s.tmp) == 0 {
-				s.tmp = append(s.tmp, offs...)
-			} else {
-				s.tmp = postings.Union(s.tmp, offs)
-			}
-		}
-		if cands == nil {
-			cands = append(cands[:0], s.tmp...)
-		} else {
-			cands = postings.Intersect(cands, s.tmp)
-		}
-		if len(cands) == 0 {
-			return nil
-		}
+	if !all && len(cands) == 0 {
+		return nil
 	}
-	filtered = filtered || len(s.conj) > 0
-
 	col, err := s.column(blk, sum)
 	if err != nil {
 		return err
@@ -374,16 +324,74 @@ func (s *searcher) scanBlock(blk uint64, sum blockSummary) error {
 		}
 		heap.Push(&s.heap, cand{start: start, seq: base + uint64(off)})
 	}
-	if filtered {
-		for _, off := range cands {
+	if all {
+		for off := uint32(0); off < sum.n; off++ {
 			check(off)
 		}
 	} else {
-		for off := uint32(0); off < sum.n; off++ {
+		for _, off := range cands {
 			check(off)
 		}
 	}
 	return nil
+}
+
+// candidates returns the offsets in block blk (summary sum) of the entries
+// that satisfy the attribute and text conditions, ascending, in a slice the
+// caller owns; all is true when the query has no such condition (every
+// entry satisfies it). Entries committed after the search's view may be
+// among them: callers bound offsets by sum.n.
+func (s *searcher) candidates(blk uint64, sum blockSummary) (cands []uint32, all bool, err error) {
+	if len(s.conj) == 0 {
+		return nil, true, nil
+	}
+	if sum.n < s.v.blockSize {
+		if cands, ok := s.openBlockMemory(blk, sum); ok {
+			return cands, false, nil
+		}
+		cands, ok, err := s.openBlockCandidates(blk, sum)
+		if err != nil || ok {
+			return cands, false, err
+		}
+		// Without rows the block was sealed after this search began: its
+		// posting lists are written.
+	}
+	for _, c := range s.conj {
+		srcs := c.all
+		if c.blocks != nil {
+			srcs = c.blocks[blk]
+		}
+		s.tmp = s.tmp[:0]
+		for _, i := range srcs {
+			s.key = appendOrdered(append(s.key[:0], c.sources[i]...), blk)
+			v, ok, err := s.reader.Get(s.key)
+			if err != nil {
+				return nil, false, err
+			}
+			if !ok {
+				continue
+			}
+			offs, err := postings.Decode(v, s.v.blockSize, s.offs)
+			if err != nil {
+				return nil, false, fmt.Errorf("posting list %x: %w", s.key, err)
+			}
+			s.offs = offs
+			if len(s.tmp) == 0 {
+				s.tmp = append(s.tmp, offs...)
+			} else {
+				s.tmp = postings.Union(s.tmp, offs)
+			}
+		}
+		if cands == nil {
+			cands = append(cands, s.tmp...)
+		} else {
+			cands = postings.Intersect(cands, s.tmp)
+		}
+		if len(cands) == 0 {
+			return nil, false, nil
+		}
+	}
+	return cands, false, nil
 }
 
 // openBlockMemory evaluates the attribute and text conditions on the

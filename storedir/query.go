@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -183,8 +184,17 @@ func hitLess(a, b hit) bool { // newer first
 	return a.ref.SpanID > b.ref.SpanID
 }
 
-// Search returns spans (or traces) matching q, newest first. In trace mode
-// each trace appears once per page, represented by its newest matching span.
+// Search returns spans (or traces) matching q, newest first, a page of at
+// most q.Limit at a time.
+//
+// In span mode (q.Spans) every matching span is one result. In trace mode
+// every trace with a matching span is one result, represented by its newest
+// matching span, whose position in search order (hitLess) is the trace's
+// position; following the cursors lists each trace exactly once over the
+// whole walk of pages, even when its spans are spread over several stores.
+// A page after a cursor leaves out the traces that an earlier page listed:
+// those with a matching span before the cursor (newer), which each store's
+// index.Matcher finds from the trace's own entries (see tracePager).
 func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	if q.Limit <= 0 {
 		q.Limit = 100
@@ -202,23 +212,54 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	}
 	stores, release := db.snapshot()
 	defer release()
-	// Each store yields up to limit (+ dedup slack) hits in its order; the
-	// global page is the newest of their union.
-	var all []hit
+	type storeSearch struct {
+		s  *Store
+		iq index.Query
+	}
+	var targets []storeSearch
 	for _, s := range stores {
 		iq, ok, err := db.storeQuery(ctx, s, q, after)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			continue
+		if ok {
+			targets = append(targets, storeSearch{s, iq})
 		}
+	}
+	var pager *tracePager
+	if !q.Spans && after != nil {
+		pager = &tracePager{after: *after, log: db.log, known: make(map[trace.TraceID]bool)}
+		defer pager.close()
+		for _, t := range targets {
+			if err := pager.addStore(t.s, t.iq); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Each store yields up to limit+1 hits (in trace mode, of distinct
+	// traces not listed before) in its order; the global page is the
+	// newest of their union. A trace in several stores is represented by
+	// its newest hit, which sorts first.
+	var all []hit
+	for _, t := range targets {
+		s := t.s
 		seenTrace := map[trace.TraceID]bool{}
 		n := 0
-		err = s.meta.Search(ctx, iq, func(h index.Hit) bool {
+		var cbErr error
+		err := s.meta.Search(ctx, t.iq, func(h index.Hit) bool {
 			if !q.Spans {
 				if seenTrace[h.TraceID] {
 					return true
+				}
+				if pager != nil {
+					listed, err := pager.listed(ctx, h.TraceID)
+					if err != nil {
+						cbErr = err
+						return false
+					}
+					if listed {
+						return true
+					}
 				}
 				seenTrace[h.TraceID] = true
 			}
@@ -226,6 +267,9 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 			n++
 			return n < q.Limit+1
 		})
+		if err == nil {
+			err = cbErr
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store %s: search: %w", StoreName(s.id), err)
 		}
@@ -258,6 +302,77 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		res.Cursor = encodeCursor(index.Cursor{StartNS: last.ref.StartNS, TraceID: last.ref.TraceID, SpanID: last.ref.SpanID})
 	}
 	return res, nil
+}
+
+// maxKnownTraces bounds the decisions a tracePager remembers.
+const maxKnownTraces = 8192
+
+// tracePager decides, for a trace-mode page after a cursor, which traces
+// an earlier page listed. Pages list traces in the order of their newest
+// matching span and the cursor is the position of the last one listed, so
+// the traces listed before are exactly the cursor's own trace and those
+// with a matching span strictly before the cursor (newer), in any store.
+// Only the trace's own entries are read for that (index.Matcher), not the
+// query's other matches: the work is bounded by the hits the page walks.
+//
+// The answer is as of the page's snapshot: a trace that gains a newer
+// matching span while a client pages moves up to an earlier page and is
+// not listed again.
+type tracePager struct {
+	after    index.Cursor
+	log      *slog.Logger
+	stores   []*Store
+	matchers []*index.Matcher
+	known    map[trace.TraceID]bool // decisions, at most maxKnownTraces
+}
+
+// addStore adds a store whose index can match iq (its After is ignored).
+// The matcher holds the store's index open until close, also while the
+// page searches that index: no Index.Close can be waiting in between (it
+// is only called by Store.close, which first waits for the DB snapshot the
+// page holds), so the nested hold cannot deadlock.
+func (p *tracePager) addStore(s *Store, iq index.Query) error {
+	m, err := s.meta.NewMatcher(iq)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", StoreName(s.id), err)
+	}
+	p.stores = append(p.stores, s)
+	p.matchers = append(p.matchers, m)
+	return nil
+}
+
+// listed reports whether an earlier page listed trace id.
+func (p *tracePager) listed(ctx context.Context, id trace.TraceID) (bool, error) {
+	if id == p.after.TraceID {
+		return true, nil
+	}
+	if v, ok := p.known[id]; ok {
+		return v, nil
+	}
+	listed := false
+	for i, m := range p.matchers { // newest store first: the likeliest
+		_, ok, err := m.FirstHit(ctx, id, &p.after)
+		if err != nil {
+			return false, fmt.Errorf("store %s: trace %s: %w", StoreName(p.stores[i].id), id, err)
+		}
+		if ok {
+			listed = true
+			break
+		}
+	}
+	if len(p.known) >= maxKnownTraces {
+		clear(p.known)
+	}
+	p.known[id] = listed
+	return listed, nil
+}
+
+func (p *tracePager) close() {
+	for i, m := range p.matchers {
+		if err := m.Close(); err != nil { // read-only: nothing is lost
+			p.log.Warn("closing a search matcher", "store", StoreName(p.stores[i].id), "err", err)
+		}
+	}
 }
 
 // storeQuery translates q into s's text ids; ok is false when s cannot

@@ -115,6 +115,13 @@ func checkSearches(t *testing.T, db *DB, spans []*trace.Span) {
 		if len(wantTraces) <= MaxSearchLimit && len(gotTraces) != len(wantTraces) {
 			t.Fatalf("query %d trace mode: %d traces, brute force %d", i, len(gotTraces), len(wantTraces))
 		}
+		// Trace mode, paged: each trace exactly once over the walk of
+		// pages, at the position of its newest matching span.
+		tq.Limit = q.Limit
+		if d := diffTracePages(tracePages(t, db, tq), expectedTracePages(spans, workload.Filter{SinceNS: q.SinceNS,
+			UntilNS: q.UntilNS, MinDurationNS: q.MinDurationNS, ErrorsOnly: q.ErrorsOnly, Attrs: q.Attrs, Text: q.Text})); d != "" {
+			t.Fatalf("query %d trace mode, pages of %d: %s", i, tq.Limit, d)
+		}
 	}
 }
 
