@@ -19,10 +19,18 @@ type encodedChunk struct {
 	spans []*trace.Span
 }
 
-// commitReq is one Append call waiting for the committer.
+// commitReq is one Append call waiting for the committer, with its
+// chunks encoded. The committer re-encodes the spans of consecutive small
+// (groupable) requests of a group into shared chunks.
 type commitReq struct {
 	chunks []encodedChunk
-	done   chan error
+	// spans are the request's spans when groupable (chunks then holds
+	// one chunk), and size the bytes its payload took when encoded alone
+	// (an upper bound of what it adds to a shared chunk).
+	spans     []*trace.Span
+	size      int
+	groupable bool
+	done      chan error
 }
 
 // Append stores spans durably (under the sync policy) and indexes them.
@@ -43,11 +51,10 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 			return fmt.Errorf("span %d: %w: %w", i, ErrInvalid, err)
 		}
 	}
-	chunks, err := db.encode(spans)
+	req, err := db.prepare(spans)
 	if err != nil {
 		return err
 	}
-	req := &commitReq{chunks: chunks, done: make(chan error, 1)}
 	db.mu.RLock()
 	closed := db.closed
 	db.mu.RUnlock()
@@ -89,9 +96,40 @@ var payloadEncoders = sync.Pool{New: func() any { return new(payloadEncoder) }}
 // maxPooledPayload bounds the payload buffer an encoder keeps in the pool.
 const maxPooledPayload = 8 << 20
 
+// groupableSize returns the payload size up to which a request may be
+// encoded by the committer together with the other small requests of its
+// group: a sixteenth of the chunk target size (64 KiB by default).
+func (db *DB) groupableSize() int { return db.opt.ChunkTargetSize / 16 }
+
+// prepare encodes and compresses a request's chunks in the caller's
+// goroutine (so that encoding uses every core, and so that an invalid
+// request fails before it is grouped with others). A request that fits in
+// one small chunk is marked groupable: when its group holds other small
+// requests, the committer encodes all of their spans into shared chunks
+// instead (one string table, one compression, one index location for
+// many requests); alone, it is written as encoded here.
+func (db *DB) prepare(spans []*trace.Span) (*commitReq, error) {
+	chunks, size, err := db.encodeSized(spans)
+	if err != nil {
+		return nil, err
+	}
+	req := &commitReq{chunks: chunks, done: make(chan error, 1)}
+	if len(chunks) == 1 && size <= db.groupableSize() {
+		req.spans, req.size, req.groupable = spans, size, true
+	}
+	return req, nil
+}
+
 // encode splits spans into chunks of about ChunkTargetSize payload bytes
 // and compresses them, in the caller's goroutine.
 func (db *DB) encode(spans []*trace.Span) ([]encodedChunk, error) {
+	chunks, _, err := db.encodeSized(spans)
+	return chunks, err
+}
+
+// encodeSized is encode that also returns the size of the last chunk's
+// payload (of the only one for a request that fits in one chunk).
+func (db *DB) encodeSized(spans []*trace.Span) ([]encodedChunk, int, error) {
 	pe := payloadEncoders.Get().(*payloadEncoder)
 	payload := pe.payload[:0]
 	defer func() {
@@ -101,14 +139,14 @@ func (db *DB) encode(spans []*trace.Span) ([]encodedChunk, error) {
 		}
 	}()
 	var out []encodedChunk
-	start := 0
+	start, size := 0, 0
 	for start < len(spans) {
 		end := len(spans)
 		var err error
 		for {
 			payload, err = pe.enc.Encode(payload[:0], spans[start:end])
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+				return nil, 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
 			if len(payload) <= db.opt.ChunkTargetSize || end-start == 1 {
 				break
@@ -116,17 +154,18 @@ func (db *DB) encode(spans []*trace.Span) ([]encodedChunk, error) {
 			end = start + (end-start+1)/2
 		}
 		if len(payload) > chunk.MaxChunkSize {
-			return nil, fmt.Errorf("%w: span %s/%s encodes to %d bytes, more than the %d a chunk holds",
+			return nil, 0, fmt.Errorf("%w: span %s/%s encodes to %d bytes, more than the %d a chunk holds",
 				ErrInvalid, spans[start].TraceID, spans[start].SpanID, len(payload), chunk.MaxChunkSize)
 		}
 		enc, err := chunk.Encode(payload, db.opt.Chunk, nil)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		out = append(out, encodedChunk{enc: enc, spans: spans[start:end]})
+		size = len(payload)
 		start = end
 	}
-	return out, nil
+	return out, size, nil
 }
 
 func randomSpanID() trace.SpanID {
@@ -191,17 +230,96 @@ type written struct {
 	spans []*trace.Span
 }
 
+// unit is one chunk to write and the requests (indexes into the group,
+// first..last) whose spans it holds: a failure to write it fails them all.
+type unit struct {
+	c           encodedChunk
+	first, last int
+}
+
+// groupUnits turns a group's requests, in order, into the chunks to write.
+// Large requests bring their own chunks; each run of consecutive small
+// requests is encoded into shared chunks of up to ChunkTargetSize payload
+// bytes (split like a single large request). A run of one request, or one
+// that does not encode as one (a per-chunk limit such as the number of
+// distinct strings), is written as its requests' own chunks.
+func (db *DB) groupUnits(reqs []*commitReq) []unit {
+	var units []unit
+	var run []*trace.Span
+	runFirst, runSize := 0, 0
+	flush := func(end int) {
+		if len(run) == 0 {
+			return
+		}
+		own := func() {
+			for i := runFirst; i < end; i++ {
+				for _, c := range reqs[i].chunks {
+					units = append(units, unit{c: c, first: i, last: i})
+				}
+			}
+			run, runSize = nil, 0
+		}
+		if end-runFirst == 1 {
+			own() // alone: its chunk is ready
+			return
+		}
+		chunks, err := db.encode(run)
+		if err != nil {
+			db.log.Debug("small requests do not encode together; one chunk each", "requests", end-runFirst, "err", err)
+			own()
+			return
+		}
+		// The chunks hold the run's spans in order: map each to the
+		// requests whose spans it holds.
+		req, used := runFirst, 0 // used: spans of reqs[req] in earlier chunks
+		for _, c := range chunks {
+			u := unit{c: c, first: req}
+			n := len(c.spans)
+			for n > 0 {
+				left := len(reqs[req].spans) - used
+				if n < left {
+					used += n
+					break
+				}
+				n -= left
+				u.last = req
+				req, used = req+1, 0
+			}
+			if used > 0 {
+				u.last = req
+			}
+			units = append(units, u)
+		}
+		run, runSize = nil, 0
+	}
+	for i, r := range reqs {
+		if !r.groupable {
+			flush(i)
+			for _, c := range r.chunks {
+				units = append(units, unit{c: c, first: i, last: i})
+			}
+			continue
+		}
+		if len(run) > 0 && runSize+r.size > db.opt.ChunkTargetSize {
+			flush(i)
+		}
+		if len(run) == 0 {
+			runFirst = i
+		}
+		run = append(run, r.spans...)
+		runSize += r.size
+	}
+	flush(len(reqs))
+	return units
+}
+
 // commitRequests writes, syncs, indexes and acknowledges reqs as a group.
 func (db *DB) commitRequests(reqs []*commitReq) {
-	var ws []written
-	var errs = make([]error, len(reqs))
-	bytes, nchunks := 0, 0
-	stores := map[*Store]bool{}
+	errs := make([]error, len(reqs))
+	units := db.groupUnits(reqs)
 	var need int64
-	for _, r := range reqs {
-		for _, c := range r.chunks {
-			need += int64(c.enc.Len())
-		}
+	for _, u := range units {
+		need += int64(u.c.enc.Len())
 	}
 	if err := db.checkSpace(need); err != nil {
 		for _, r := range reqs {
@@ -209,29 +327,47 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 		}
 		return
 	}
-	for i, r := range reqs {
-		for _, c := range r.chunks {
-			s, err := db.writable()
-			if err != nil {
+	var ws []written
+	bytes, nchunks := 0, 0
+	var stores []*Store
+	for _, u := range units {
+		if errs[u.first] != nil && u.first == u.last {
+			continue // the rest of a request whose earlier chunk failed
+		}
+		s, err := db.writable()
+		if err == nil {
+			var off int64
+			off, err = s.data.AppendEncoded(u.c.enc)
+			if err == nil {
+				if len(stores) == 0 || stores[len(stores)-1] != s {
+					stores = append(stores, s)
+				}
+				ws = append(ws, written{store: s, off: off, next: s.data.Size(), spans: u.c.spans})
+				bytes += int(u.c.enc.Len())
+				nchunks++
+				continue
+			}
+			err = fmt.Errorf("store %s: append: %w", StoreName(s.id), err)
+		}
+		for i := u.first; i <= u.last; i++ {
+			if errs[i] == nil {
 				errs[i] = err
-				break
 			}
-			off, err := s.data.AppendEncoded(c.enc)
-			if err != nil {
-				errs[i] = fmt.Errorf("store %s: append: %w", StoreName(s.id), err)
-				break
-			}
-			stores[s] = true
-			ws = append(ws, written{store: s, off: off, next: s.data.Size(), spans: c.spans})
-			bytes += int(c.enc.Len())
-			nchunks++
 		}
 	}
-	syncs := 0
-	var syncDur time.Duration
-	if db.opt.Sync != SyncNone {
+	// fsync before indexing: the index databases run without a WAL and
+	// Pebble may flush a memtable at any moment, so an index entry can
+	// become durable as soon as it is committed. Indexing only after the
+	// fsync keeps "a durable index entry names durable data" (catchUp
+	// re-scans only past the watermarks).
+	var res struct {
+		syncs int
+		dur   time.Duration
+		err   error
+	}
+	if db.opt.Sync != SyncNone && len(stores) > 0 {
 		t0 := time.Now()
-		for s := range stores {
+		for _, s := range stores {
 			if err := s.data.Sync(); err != nil {
 				// The bytes may or may not be durable: fail every request
 				// of the group, and stop writing to this data file (after
@@ -240,16 +376,11 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 				s.mu.Lock()
 				s.syncFailed = true
 				s.mu.Unlock()
-				err = fmt.Errorf("store %s: fsync: %w", StoreName(s.id), err)
-				for i := range errs {
-					if errs[i] == nil {
-						errs[i] = err
-					}
-				}
+				res.err = errors.Join(res.err, fmt.Errorf("store %s: fsync: %w", StoreName(s.id), err))
 			}
-			syncs++
+			res.syncs++
 		}
-		syncDur = time.Since(t0)
+		res.dur = time.Since(t0)
 	}
 	// Index the group's chunks with one batch per store and index (they
 	// are consecutive in each data file; a rotation mid-group starts a new
@@ -268,13 +399,16 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 		run = run[:0]
 	}
 	for i, r := range reqs {
+		if errs[i] == nil {
+			errs[i] = res.err
+		}
 		r.done <- errs[i]
 	}
 	db.mu.RLock()
 	obs := db.opt.Observer
 	db.mu.RUnlock()
 	if obs != nil {
-		obs.Committed(len(reqs), nchunks, bytes, syncs, syncDur)
+		obs.Committed(len(reqs), nchunks, bytes, res.syncs, res.dur)
 	}
 }
 

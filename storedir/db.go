@@ -152,6 +152,7 @@ type DB struct {
 	cache    *chunkCache
 	retMu    sync.Mutex // serialises rotation and retention
 	storeSeq uint32
+	space    spaceCache // recent free-space checks (checkSpace)
 }
 
 // Open takes the data directory's lock, removes leftovers of interrupted

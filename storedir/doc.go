@@ -6,15 +6,52 @@
 // # Writes
 //
 // DB.Append validates a request's spans, encodes them into chunk payloads in
-// the caller's goroutine (so encoding and compression use every core), and
-// hands the encoded chunks to the single committer goroutine. The committer
-// writes every pending chunk, makes them durable with one fsync for the whole
-// group (sync=batch), one per request (sync=always) or none (sync=none),
-// indexes them — all of a group's chunks in one batch per index
-// (IndexChunks), the text and metadata commits running in parallel — and
-// only then acknowledges. Indexing before the acknowledgement gives
+// the caller's goroutine (so encoding and compression use every core, and
+// an invalid request fails on its own before it meets any other), and hands
+// them to the single committer goroutine. The committer takes every request
+// that is waiting as one group. It encodes the spans of each run of
+// consecutive small requests of the group (a payload of at most
+// ChunkTargetSize/16 each) again, together, into shared chunks of up to
+// ChunkTargetSize payload bytes: many 1-span requests cost one chunk, one
+// string table, one compression and one index location, not one each (a
+// request alone, a large request, or a run that does not encode together
+// keeps the chunks its caller encoded). Each chunk still carries its own
+// string table, so a chunk decodes on its own whichever requests filled it.
+// The committer writes the group's chunks, then makes them durable with one
+// fsync for the whole group (sync=batch), one per request (sync=always) or
+// none (sync=none), then indexes them — all of a group's chunks in one
+// batch per index (IndexChunks), the text and metadata commits running in
+// parallel — and only then acknowledges each request. Indexing after the
+// fsync keeps every index entry that Pebble may flush (at any moment: the
+// indexes have no WAL) pointing at durable data. A request
+// fails if any chunk holding its spans could not be written, or if the
+// group's fsync failed; a chunk shared with a failed request is still
+// written for the others (at-least-once: spans of a failed request may be
+// in the data file). Indexing before the acknowledgement gives
 // read-your-writes; it never costs durability because the indexes run
-// without a WAL and are rebuilt from the data file.
+// without a WAL (and are never fsynced) and are rebuilt from the data file.
+// The free-space check before each group reuses a statfs result for
+// 100 ms and a quarter of the headroom it found.
+//
+// # Search
+//
+// DB.Search asks every store's metadata index for its newest hits (one per
+// span, newest first; index.Index.Search) and merges them into pages of at
+// most Query.Limit results, newest first; a cursor ("c1." + the position of
+// the page's last result) continues after the page. In span mode every
+// matching span is a result. In trace mode (the default of the API) every
+// trace with a matching span is one result, represented by its newest
+// matching span, whose position is the trace's position; following the
+// cursors lists each trace exactly once over the whole walk of pages, in
+// that order, even when the trace's spans are spread over several stores.
+// A page after a cursor leaves out the traces an earlier page listed: the
+// cursor's own trace and those with a matching span newer than the cursor
+// in any store. It finds them from the trace's own index entries
+// (index.Matcher, one per store for the page; decisions cached per page,
+// bounded), never by walking the query's earlier matches, so a page costs
+// what the hits it walks cost. Pages are computed from each request's
+// snapshot: a trace that gains a newer matching span while a client pages
+// moves to an earlier page and is not listed again.
 //
 // # Invariants
 //

@@ -406,8 +406,12 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 	if doMeta {
 		mb = meta.NewBatch()
 	}
-	in := newInterner(tb)
-	var entries []index.SpanEntry
+	nspans := 0
+	for _, c := range chunks {
+		nspans += len(c.Spans)
+	}
+	in := newInterner(tb, min(1024, 32*nspans))
+	entries := make([]index.SpanEntry, 0, nspans)
 	for _, c := range chunks {
 		for i, sp := range c.Spans {
 			e := index.SpanEntry{
@@ -469,8 +473,10 @@ type interner struct {
 	seen map[uint64]struct{} // the current span's text ids
 }
 
-func newInterner(tb *textindex.Batch) *interner {
-	return &interner{tb: tb, ids: make(map[string]uint64, 1024), seen: make(map[uint64]struct{}, 64)}
+// newInterner sizes its map for about hint distinct strings: a group commit
+// of a few small spans must not pay for clearing a map sized for a large one.
+func newInterner(tb *textindex.Batch, hint int) *interner {
+	return &interner{tb: tb, ids: make(map[string]uint64, hint), seen: make(map[uint64]struct{}, 64)}
 }
 
 func (in *interner) intern(s string) uint64 {
