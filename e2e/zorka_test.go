@@ -181,6 +181,21 @@ func TestZorkaTraces1Sample(t *testing.T) {
 		if len(sums) != 1 || sums[0].Format != "zorka" || sums[0].Traces != 1 {
 			t.Fatalf("auto import of the 2.x dump: %+v", sums)
 		}
+		// The raw captures, given as an agent sent them (agent data, then
+		// trace data), replay as one session and give the same span.
+		sums = ctlImport(t, d, sample("zorka", "traces1-0-agd.cbor"), sample("zorka", "traces1-1-trc.cbor"))
+		if len(sums) != 1 || sums[0].Format != "zorka" || sums[0].Events != 2 || sums[0].Traces != 1 || sums[0].Records != 1 {
+			t.Fatalf("import of the raw agd + trc pair: %+v", sums)
+		}
+		raw := ctlSearch(t, d, "--attr", "source.file=traces1-1-trc.cbor", "--attr", "http.url=/index.jsp")
+		if len(raw) != 1 || raw[0].DurationNS != 6225920 || raw[0].StartNS != 1556820267280*1e6 {
+			t.Fatalf("the raw pair's trace: %+v", raw)
+		}
+		// Trace data alone is refused, saying what it needs.
+		_, stderr, code := d.Ctl(nil, "import", sample("zorka", "traces1-1-trc.cbor"))
+		if code == 0 || !strings.Contains(stderr, "needs the agent data") {
+			t.Errorf("import of trace data alone: exit %d, %s", code, stderr)
+		}
 	})
 }
 

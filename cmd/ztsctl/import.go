@@ -68,6 +68,21 @@ func detectFormat(path string) (string, error) {
 	return "", fmt.Errorf("%s: unknown format (first bytes % x); name one with --format", path, head[:min(len(head), 8)])
 }
 
+// isZorkaBody reports whether path is a raw Zorka agent-protocol body
+// (agent data or trace data as an agent POSTs it).
+func isZorkaBody(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 2)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return false
+	}
+	return zorka.SniffBody(head) != zorka.NotABody
+}
+
 // importJSON reads Trace JSON lines (what `ztsctl export --format json`
 // and `get --json` write).
 func importJSON(ctx context.Context, path string, opts ingest.Options, emit ingest.Emit) (*ingest.Summary, error) {
@@ -144,7 +159,8 @@ func newImportCmd(a *app) *cobra.Command {
 		Use:   "import [--format auto|zorka|wtf|dial9|atf|json] PATH...",
 		Short: "Decode trace files of other formats and store them (through the daemon, or into a stopped data directory with --store)",
 		Long: `import decodes each PATH on the client side and submits the traces through the socket.
-Formats: zorka (request-dump files of the Zorka agent protocol), wtf (Web Tracing
+Formats: zorka (request-dump files of the Zorka agent protocol, or raw agent-data and
+trace-data bodies: give the agent-data file first, the trace-data files after it), wtf (Web Tracing
 Framework: legacy binary, chunked binary, JSON), dial9 (TRC streams, gzip or not),
 atf (ADA Trace Format v2 session or thread directory), json (Trace JSON lines, as
 written by export --format json). It prints one JSON summary per PATH:
@@ -185,15 +201,34 @@ written by export --format json). It prints one JSON summary per PATH:
 				sink.put = func(ctx context.Context, spans []*trace.Span) error { return c.PutCBOR(ctx, spans...) }
 			}
 			enc := json.NewEncoder(a.stdout)
-			for _, path := range args {
+			for i := 0; i < len(args); {
+				path := args[i]
 				f := format
-				if f == "auto" {
-					var err error
-					if f, err = detectFormat(path); err != nil {
-						return usageErr("%v", err)
+				imp := importers[f]
+				if (f == "auto" || f == "zorka") && isZorkaBody(path) {
+					// Raw agent-protocol bodies replay together: the
+					// agent data defines what the trace data after it uses.
+					j := i + 1
+					for j < len(args) && isZorkaBody(args[j]) {
+						j++
+					}
+					bodies := args[i:j]
+					path, f = strings.Join(bodies, " "), "zorka"
+					imp = func(ctx context.Context, _ string, opts ingest.Options, emit ingest.Emit) (*ingest.Summary, error) {
+						return zorka.ImportBodies(ctx, bodies, opts, emit)
+					}
+					i = j
+				} else {
+					i++
+					if f == "auto" {
+						var err error
+						if f, err = detectFormat(path); err != nil {
+							return usageErr("%v", err)
+						}
+						imp = importers[f]
 					}
 				}
-				sum, err := importers[f](ctx, path, ingest.Options{KeepGoing: keepGoing},
+				sum, err := imp(ctx, path, ingest.Options{KeepGoing: keepGoing},
 					func(sp *trace.Span) error { return sink.add(ctx, sp) })
 				if ferr := sink.flush(ctx); err == nil {
 					err = ferr

@@ -1,7 +1,9 @@
 // Package zorka decodes what Zorka agents send to a collector — agent data
 // (string and method definitions) and trace data — into trace.Span values,
 // and replays ZICO request dumps (JSON lines of uri, headers and base64
-// bodies) through the same decoder for `ztsctl import --format zorka`.
+// bodies) through the same decoder for `ztsctl import --format zorka`, as
+// well as raw captured bodies (ImportBodies: agent-data files, then the
+// trace-data files that use their definitions, as one agent session).
 //
 // # Wire formats
 //
