@@ -152,20 +152,7 @@ func (m *Matcher) firstHit(ctx context.Context, traceID [16]byte, before *Cursor
 	if len(recs) == 0 {
 		return Hit{}, false, nil
 	}
-	// Search order; for one span and start, the lowest chunk number, then
-	// the latest entry (as Search's emit picks).
-	slices.SortFunc(recs, func(a, b traceRec) int {
-		if c := int64Cmp(b.ref.StartNS, a.ref.StartNS); c != 0 {
-			return c
-		}
-		if c := uint64Cmp(b.ref.SpanID, a.ref.SpanID); c != 0 {
-			return c
-		}
-		if c := int64Cmp(int64(a.ref.ChunkNum), int64(b.ref.ChunkNum)); c != 0 {
-			return c
-		}
-		return uint64Cmp(b.seq, a.seq)
-	})
+	slices.SortFunc(recs, searchOrder)
 	if !m.planned && (len(q.Attrs) > 0 || len(q.TextAny) > 0) {
 		if err := s.plan(ctx); err != nil {
 			return Hit{}, false, err

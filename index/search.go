@@ -532,18 +532,7 @@ func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit) bool) (bo
 			}
 			group = append(group, r)
 		}
-		slices.SortFunc(group, func(a, b traceRec) int {
-			if c := bytes.Compare(b.ref.TraceID[:], a.ref.TraceID[:]); c != 0 {
-				return c
-			}
-			if c := uint64Cmp(b.ref.SpanID, a.ref.SpanID); c != 0 {
-				return c
-			}
-			if c := int64Cmp(int64(a.ref.ChunkNum), int64(b.ref.ChunkNum)); c != 0 {
-				return c
-			}
-			return uint64Cmp(b.seq, a.seq)
-		})
+		slices.SortFunc(group, searchOrder)
 		for i, r := range group {
 			if i > 0 && group[i-1].ref.TraceID == r.ref.TraceID && group[i-1].ref.SpanID == r.ref.SpanID {
 				continue
@@ -612,4 +601,23 @@ func (s *searcher) resolve(seq uint64) (traceRec, error) {
 		return traceRec{}, corruptf("trace %x has no record of entry %d", id, seq)
 	}
 	return recs[i], nil
+}
+
+// searchOrder orders trace records as Search emits them: newest start
+// first, then trace id and span id descending; for one span, the lowest
+// chunk number first and, of equal ones, the latest entry.
+func searchOrder(a, b traceRec) int {
+	if c := int64Cmp(b.ref.StartNS, a.ref.StartNS); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(b.ref.TraceID[:], a.ref.TraceID[:]); c != 0 {
+		return c
+	}
+	if c := uint64Cmp(b.ref.SpanID, a.ref.SpanID); c != 0 {
+		return c
+	}
+	if c := int64Cmp(int64(a.ref.ChunkNum), int64(b.ref.ChunkNum)); c != 0 {
+		return c
+	}
+	return uint64Cmp(b.seq, a.seq)
 }

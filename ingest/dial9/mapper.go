@@ -27,11 +27,10 @@ const (
 	kindPoll                    // one task poll, PollStart → PollEnd
 )
 
-var spanKindNames = [...]string{kindSegment: "segment", kindActive: "active_period", kindPoll: "poll"}
-
 // Values of the dial9.kind span attribute (and, after "dial9.", of the
 // span Type) for the spans an active period or a segment is made of.
 const (
+	spanPoll        = "poll"         // a task poll, PollStart → PollEnd
 	spanUnpark      = "unpark"       // the WorkerUnparkEvent opening an active period
 	spanPark        = "park"         // the WorkerParkEvent closing it, with the period's totals
 	spanEvent       = "event"        // any other event, zero-length
@@ -798,15 +797,18 @@ func spanID(tid trace.TraceID, suffix ...string) trace.SpanID {
 	return id
 }
 
+// newBuilder starts what b collects. A poll's span and an active period's
+// unpark span are emitted as built here; a segment's span is never emitted
+// (its events become spans of their own) and only holds the records.
 func (m *mapper) newBuilder(kind spanKind, key containerKey, w *workerState, stream int, method string, startTS uint64) *builder {
 	b := &builder{kind: kind, key: key, worker: w, stream: stream, start: startTS}
-	name := spanKindNames[kind]
-	if kind == kindActive {
-		name = spanUnpark
+	b.span = &trace.Span{Source: trace.SourceDial9, Root: &trace.Record{Method: method, StartNS: absTS(startTS)}}
+	switch kind {
+	case kindPoll:
+		b.span.Type, b.span.Attrs = "dial9."+spanPoll, m.commonAttrs(spanPoll, w, stream, 10)
+	case kindActive:
+		b.span.Type, b.span.Attrs = "dial9."+spanUnpark, m.commonAttrs(spanUnpark, w, stream, 16)
 	}
-	b.span = &trace.Span{Source: trace.SourceDial9, Type: "dial9." + name,
-		Root:  &trace.Record{Method: method, StartNS: absTS(startTS)},
-		Attrs: m.commonAttrs(name, w, stream, [...]int{kindSegment: 8, kindPoll: 10, kindActive: 16}[kind])}
 	return b
 }
 
