@@ -55,6 +55,26 @@ type Options struct {
 	// OTLP, when set, serves OTLP/HTTP bodies (application/x-protobuf and
 	// application/json) posted to /v1/traces.
 	OTLP http.Handler
+	// Routes are further handlers served behind the same access checks
+	// (query APIs, the web UI), each owned by its own package.
+	Routes []Route
+}
+
+// Access kinds a Route declares: who may call it.
+const (
+	AccessNone  = none  // anyone who can reach the listener (health, UI assets)
+	AccessRead  = read  // read access (queries)
+	AccessWrite = write // write access (ingest)
+)
+
+// AccessKind says which access list guards a route.
+type AccessKind = accessKind
+
+// Route is one handler mounted on the API mux by another package.
+type Route struct {
+	Pattern string // an http.ServeMux pattern, e.g. "GET /api/services"
+	Access  AccessKind
+	Handler http.Handler
 }
 
 // Server serves the socket API over a storedir.DB.
@@ -94,6 +114,9 @@ func New(db *storedir.DB, opt Options) *Server {
 		s.registerAgent(opt.Zorka)
 	}
 	s.otlp = opt.OTLP
+	for _, rt := range opt.Routes {
+		s.mux.Handle(rt.Pattern, s.checked(rt.Access, rt.Handler))
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
