@@ -65,6 +65,10 @@ const (
 	AccessNone  = none  // anyone who can reach the listener (health, UI assets)
 	AccessRead  = read  // read access (queries)
 	AccessWrite = write // write access (ingest)
+	// AccessAdmin guards operator endpoints (/debug/pprof/): the peers
+	// that may write, but unlike AccessWrite it still answers while the
+	// daemon shuts down.
+	AccessAdmin = admin
 )
 
 // AccessKind says which access list guards a route.
@@ -144,6 +148,7 @@ const (
 	none accessKind = iota
 	read
 	write
+	admin
 )
 
 func (s *Server) route(pattern, name string, kind accessKind, h func(http.ResponseWriter, *http.Request) error) {
@@ -159,11 +164,9 @@ func (s *Server) route(pattern, name string, kind accessKind, h func(http.Respon
 
 func (s *Server) checked(kind accessKind, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if kind != none {
-			if err := s.access.Load().check(r.Context(), kind == write); err != nil {
-				writeError(w, http.StatusForbidden, "forbidden", err.Error())
-				return
-			}
+		if err := s.access.Load().check(r.Context(), kind); err != nil {
+			writeError(w, http.StatusForbidden, "forbidden", err.Error())
+			return
 		}
 		if kind == write && s.shutting.Load() {
 			w.Header().Set("Retry-After", "5")

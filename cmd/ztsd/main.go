@@ -181,13 +181,26 @@ func serverLimits(cfg config.Config) server.Limits {
 	return l
 }
 
+// access is root and the daemon's own uid (always allowed) plus the
+// configured lists.
 func access(cfg config.Config) server.Access {
 	a := server.DefaultAccess()
-	if len(cfg.Access.ReadUIDs)+len(cfg.Access.WriteUIDs)+len(cfg.Access.ReadGIDs)+len(cfg.Access.WriteGIDs) > 0 {
-		a.ReadUIDs, a.WriteUIDs = cfg.Access.ReadUIDs, cfg.Access.WriteUIDs
-		a.ReadGIDs, a.WriteGIDs = cfg.Access.ReadGIDs, cfg.Access.WriteGIDs
-	}
+	a.ReadUIDs, a.WriteUIDs = cfg.Access.ReadUIDs, cfg.Access.WriteUIDs
+	a.ReadGIDs, a.WriteGIDs = cfg.Access.ReadGIDs, cfg.Access.WriteGIDs
 	return a
+}
+
+// pprofRoutes serve net/http/pprof behind the admin access check (the
+// peers that may write).
+func pprofRoutes() []server.Route {
+	return []server.Route{
+		{Pattern: "GET /debug/pprof/", Access: server.AccessAdmin, Handler: http.HandlerFunc(pprof.Index)},
+		{Pattern: "GET /debug/pprof/cmdline", Access: server.AccessAdmin, Handler: http.HandlerFunc(pprof.Cmdline)},
+		{Pattern: "GET /debug/pprof/profile", Access: server.AccessAdmin, Handler: http.HandlerFunc(pprof.Profile)},
+		{Pattern: "GET /debug/pprof/symbol", Access: server.AccessAdmin, Handler: http.HandlerFunc(pprof.Symbol)},
+		{Pattern: "POST /debug/pprof/symbol", Access: server.AccessAdmin, Handler: http.HandlerFunc(pprof.Symbol)},
+		{Pattern: "GET /debug/pprof/trace", Access: server.AccessAdmin, Handler: http.HandlerFunc(pprof.Trace)},
+	}
 }
 
 func (d *daemonState) serve() error {
@@ -213,8 +226,12 @@ func (d *daemonState) serve() error {
 	otlpOpt := otlp.Options{MaxBodySize: int64(d.cfg.Limits.MaxBodySize), MaxSpansPerRequest: d.cfg.Limits.MaxTracesPerRequest,
 		Limits: decodeLimits(d.cfg), Status: server.StatusOf, Logger: d.log}
 	counted := server.IngestCounter{Appender: d.db, Metrics: metrics}
+	var routes []server.Route
+	if d.cfg.Pprof {
+		routes = pprofRoutes()
+	}
 	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
-		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt)})
+		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt), Routes: routes})
 	if d.cfg.OTLPGRPCListen != "" {
 		gl, err := listenGRPC(d.cfg.OTLPGRPCListen)
 		if err != nil {
@@ -244,15 +261,7 @@ func (d *daemonState) serve() error {
 			}
 		}
 	}()
-	mux := http.NewServeMux()
-	mux.Handle("/", d.srv.Handler())
-	if d.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	httpSrv := &http.Server{Handler: mux, ConnContext: server.ConnContext, ReadHeaderTimeout: 10 * time.Second,
+	httpSrv := &http.Server{Handler: d.srv.Handler(), ConnContext: server.ConnContext, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
 
 	listeners, cleanup, err := d.listen()
