@@ -70,6 +70,49 @@ func (e *APIError) Is(target error) bool {
 type Client struct {
 	hc   *http.Client
 	base string
+	warn func(Warning)
+}
+
+// Warning is a damaged chunk of the daemon's data that an answer left out:
+// the answer is complete except for the spans stored in that chunk.
+type Warning struct {
+	Store  string `json:"store"`
+	Offset int64  `json:"offset"`
+	Error  string `json:"error"`
+}
+
+func (w Warning) String() string {
+	return fmt.Sprintf("store %s: damaged chunk at offset %d left out: %s", w.Store, w.Offset, w.Error)
+}
+
+// OnWarning sets the function told about every warning of every answer
+// (trace reads and search pages); ztsctl prints them to stderr. Set it
+// before the client is used.
+func (c *Client) OnWarning(f func(Warning)) { c.warn = f }
+
+// warningsHeader carries the warnings of a trace read.
+const warningsHeader = "X-Ztsd-Warnings"
+
+func (c *Client) warned(ws []Warning) {
+	if c.warn == nil {
+		return
+	}
+	for _, w := range ws {
+		c.warn(w)
+	}
+}
+
+// headerWarnings decodes the warnings of a trace read.
+func headerWarnings(h http.Header) ([]Warning, error) {
+	v := h.Get(warningsHeader)
+	if v == "" {
+		return nil, nil
+	}
+	var ws []Warning
+	if err := json.Unmarshal([]byte(v), &ws); err != nil {
+		return nil, fmt.Errorf("ztsd: %s header: %w", warningsHeader, err)
+	}
+	return ws, nil
 }
 
 // New returns a client for the daemon listening on the unix socket path.
@@ -213,6 +256,10 @@ func (c *Client) GetSpan(ctx context.Context, id trace.TraceID, span trace.SpanI
 	if err != nil {
 		return nil, err
 	}
+	if len(spans) == 0 {
+		return nil, &APIError{Status: http.StatusNotFound, Code: "damaged",
+			Message: fmt.Sprintf("span %s of trace %s is only in damaged chunks", span, id)}
+	}
 	if len(spans) != 1 {
 		return nil, fmt.Errorf("ztsd get span: %d spans in the answer, want 1", len(spans))
 	}
@@ -230,6 +277,11 @@ func (c *Client) GetRaw(ctx context.Context, id trace.TraceID, span trace.SpanID
 		return nil, err
 	}
 	defer resp.Body.Close()
+	ws, err := headerWarnings(resp.Header)
+	if err != nil {
+		return nil, err
+	}
+	c.warned(ws)
 	return io.ReadAll(resp.Body)
 }
 
@@ -239,6 +291,11 @@ func (c *Client) get(ctx context.Context, path string) ([]*trace.Span, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	ws, err := headerWarnings(resp.Header)
+	if err != nil {
+		return nil, err
+	}
+	c.warned(ws)
 	var out []*trace.Span
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<30)
@@ -304,6 +361,8 @@ func (q Query) Values() url.Values {
 type Page struct {
 	Spans  []*trace.Span // summaries: no Root, no Children
 	Cursor string        // "" on the last page
+	// Warnings name the damaged chunks whose spans the page leaves out.
+	Warnings []Warning
 }
 
 // SearchPage fetches one page; cursor "" starts at the newest.
@@ -318,13 +377,15 @@ func (c *Client) SearchPage(ctx context.Context, q Query, cursor string) (*Page,
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Results []json.RawMessage `json:"results"`
-		Cursor  string            `json:"cursor"`
+		Results  []json.RawMessage `json:"results"`
+		Cursor   string            `json:"cursor"`
+		Warnings []Warning         `json:"warnings"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		return nil, fmt.Errorf("ztsd search: reading the answer: %w", err)
 	}
-	p := &Page{Cursor: body.Cursor}
+	c.warned(body.Warnings)
+	p := &Page{Cursor: body.Cursor, Warnings: body.Warnings}
 	for i, raw := range body.Results {
 		sp := new(trace.Span)
 		if err := sp.UnmarshalJSON(raw); err != nil {

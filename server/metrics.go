@@ -82,6 +82,7 @@ var (
 	bytesDesc  = prometheus.NewDesc("ztsd_store_bytes", "Bytes on disk per store (data and indexes).", []string{"store"}, nil)
 	spansDesc  = prometheus.NewDesc("ztsd_store_spans", "Spans indexed per store.", []string{"store"}, nil)
 	lagDesc    = prometheus.NewDesc("ztsd_index_watermark_lag_bytes", "Data-file bytes not yet covered by the metadata index, per store.", []string{"store"}, nil)
+	damageDesc = prometheus.NewDesc("ztsd_damaged_chunks_total", "Distinct damaged chunks that reads met and skipped since start (each also logged once).", nil, nil)
 )
 
 type storeCollector struct{ db *storedir.DB }
@@ -91,6 +92,7 @@ func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- bytesDesc
 	ch <- spansDesc
 	ch <- lagDesc
+	ch <- damageDesc
 }
 
 func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -104,6 +106,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(storesDesc, prometheus.GaugeValue, float64(n), st)
 	}
+	ch <- prometheus.MustNewConstMetric(damageDesc, prometheus.CounterValue, float64(c.db.DamagedChunks()))
 }
 
 // IngestCounter wraps a span appender (the OTLP handlers) so that what it

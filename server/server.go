@@ -333,29 +333,45 @@ func decodeCBOR(body io.Reader, lim Limits) ([]*trace.Span, error) {
 	return spans, nil
 }
 
+// WarningsHeader carries, on a trace read (a stream of Trace JSON lines),
+// the JSON array of storedir.Warning naming the damaged chunks whose spans
+// the answer leaves out. Search answers carry the same list in "warnings".
+const WarningsHeader = "X-Ztsd-Warnings"
+
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 	id, err := trace.ParseTraceID(r.PathValue("id"))
 	if err != nil {
 		return badRequest("%v", err)
 	}
 	var roots []*trace.Span
+	var warns []storedir.Warning
 	if sid := r.URL.Query().Get("span"); sid != "" {
 		spanID, err := trace.ParseSpanID(sid)
 		if err != nil {
 			return badRequest("span: %v", err)
 		}
-		sp, err := s.db.GetSpan(r.Context(), id, spanID)
+		sp, ws, err := s.db.GetSpanWithWarnings(r.Context(), id, spanID)
 		if err != nil {
 			return err
 		}
-		roots = []*trace.Span{sp}
+		if sp != nil {
+			roots = []*trace.Span{sp}
+		}
+		warns = ws
 	} else {
-		roots, err = s.db.GetTrace(r.Context(), id)
+		roots, warns, err = s.db.GetTraceWithWarnings(r.Context(), id)
 		if err != nil {
 			return err
 		}
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	if len(warns) > 0 {
+		b, err := json.Marshal(warns)
+		if err != nil {
+			return err
+		}
+		w.Header().Set(WarningsHeader, string(b))
+	}
 	for _, sp := range roots {
 		b, err := sp.MarshalJSON()
 		if err != nil {
@@ -370,6 +386,8 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 type SearchResponse struct {
 	Results []json.RawMessage `json:"results"`
 	Cursor  string            `json:"cursor,omitempty"`
+	// Warnings name the damaged chunks whose spans the page leaves out.
+	Warnings []storedir.Warning `json:"warnings,omitempty"`
 }
 
 // ParseSearch turns query parameters into a storedir.Query.
@@ -475,7 +493,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := SearchResponse{Results: make([]json.RawMessage, 0, len(res.Spans)), Cursor: res.Cursor}
+	out := SearchResponse{Results: make([]json.RawMessage, 0, len(res.Spans)), Cursor: res.Cursor, Warnings: res.Warnings}
 	for _, sp := range res.Spans {
 		b, err := trace.MarshalSummaryJSON(sp)
 		if err != nil {

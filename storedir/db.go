@@ -153,6 +153,7 @@ type DB struct {
 	retMu    sync.Mutex // serialises rotation and retention
 	storeSeq uint32
 	space    spaceCache // recent free-space checks (checkSpace)
+	damage   *damageLog // damaged chunks met by reads
 }
 
 // Open takes the data directory's lock, removes leftovers of interrupted
@@ -169,7 +170,7 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	}
 	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
 		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		cache: newChunkCache(256)}
+		cache: newChunkCache(256), damage: newDamageLog(opt.Logger)}
 	if err := db.openStores(ctx); err != nil {
 		db.closeStores()
 		unlockDir(lock)
@@ -446,6 +447,7 @@ func (db *DB) deleteStore(s *Store) error {
 		db.log.Warn("closing a store for deletion", "store", StoreName(s.id), "err", err)
 	}
 	db.cache.dropStore(s.id)
+	db.damage.forgetStore(s.id)
 	tmp := filepath.Join(db.dir, ".deleting-"+StoreName(s.id))
 	if err := os.Rename(s.dir, tmp); err != nil {
 		return fmt.Errorf("retention: rename %s: %w", s.dir, err)

@@ -53,6 +53,16 @@
 // snapshot: a trace that gains a newer matching span while a client pages
 // moves to an earlier page and is not listed again.
 //
+// # Damage
+//
+// A damaged chunk costs only its own spans. A read (Search, GetTrace,
+// GetSpan) that meets a chunk whose checksum, framing or payload is bad
+// skips it and names it in the answer's warnings (store, offset, error):
+// a search page keeps walking past it, a trace answers the spans left. The
+// DB logs each damaged chunk once, counts it (DamagedChunks, the
+// ztsd_damaged_chunks_total metric) and does not read it again. An I/O
+// error is not damage: the request fails.
+//
 // # Invariants
 //
 //   - Everything in meta/ and text/ is derived from traces.zts. Each index

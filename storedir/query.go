@@ -27,35 +27,60 @@ type spanPiece struct {
 }
 
 // GetTrace returns every span of a trace, from every chunk of every store,
-// assembled into span trees (roots first, newest root last).
+// assembled into span trees (roots first, newest root last). Spans stored
+// in a damaged chunk are left out (GetTraceWithWarnings names the chunks).
 func (db *DB) GetTrace(ctx context.Context, id trace.TraceID) ([]*trace.Span, error) {
-	spans, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
+	roots, _, err := db.GetTraceWithWarnings(ctx, id)
+	return roots, err
+}
+
+// GetTraceWithWarnings is GetTrace that also names the damaged chunks it
+// skipped. A trace whose every indexed span is in a damaged chunk yields no
+// spans, its warnings and no error.
+func (db *DB) GetTraceWithWarnings(ctx context.Context, id trace.TraceID) ([]*trace.Span, []Warning, error) {
+	spans, warns, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return trace.AssembleTree(spans), nil
+	return trace.AssembleTree(spans), warns, nil
 }
 
 // GetSpan returns one span of a trace (all its chunks assembled), with its
 // child spans linked under it.
 func (db *DB) GetSpan(ctx context.Context, id trace.TraceID, spanID trace.SpanID) (*trace.Span, error) {
-	spans, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
+	sp, warns, err := db.GetSpanWithWarnings(ctx, id, spanID)
+	if err == nil && sp == nil {
+		return nil, fmt.Errorf("span %s of trace %s: %w: %s", spanID, id, ErrNotFound, warns[0].Error)
+	}
+	return sp, err
+}
+
+// GetSpanWithWarnings is GetSpan that also names the damaged chunks it
+// skipped. When the span itself was only in damaged chunks, it returns a
+// nil span, the warnings and no error.
+func (db *DB) GetSpanWithWarnings(ctx context.Context, id trace.TraceID, spanID trace.SpanID) (*trace.Span, []Warning, error) {
+	spans, warns, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	trace.AssembleTree(spans)
 	for _, sp := range spans {
 		if sp.SpanID == spanID {
-			return sp, nil
+			return sp, warns, nil
 		}
 	}
-	return nil, fmt.Errorf("span %s of trace %s: %w", spanID, id, ErrNotFound)
+	if len(warns) > 0 {
+		return nil, warns, nil
+	}
+	return nil, nil, fmt.Errorf("span %s of trace %s: %w", spanID, id, ErrNotFound)
 }
 
 // getSpans reads every piece listed by refsOf in every store and assembles
 // the pieces of each span; duplicates (the same span and chunk number
-// stored twice) are read once.
-func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error)) ([]*trace.Span, error) {
+// stored twice) are read once. A piece in a damaged chunk is skipped and
+// named in the warnings; a trace the index lists but whose every piece is
+// damaged yields no spans and no error.
+func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error)) ([]*trace.Span, []Warning, error) {
 	stores, release := db.snapshot()
 	defer release()
 	type pieceKey struct {
@@ -65,15 +90,16 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 	seen := map[pieceKey]bool{}
 	bySpan := map[uint64][]*trace.Span{}
 	var order []uint64
+	var warns warnings
 	for i := len(stores) - 1; i >= 0; i-- { // oldest store first: chunk order
 		s := stores[i]
 		refs, err := refsOf(s)
 		if err != nil {
-			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
+			return nil, nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
 		}
 		for _, ref := range refs {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			k := pieceKey{ref.SpanID, ref.ChunkNum}
 			if seen[k] {
@@ -81,8 +107,11 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 			}
 			seen[k] = true
 			sp, err := db.readSpan(s, ref.Loc)
+			if warns.add(err) {
+				continue
+			}
 			if err != nil {
-				return nil, fmt.Errorf("trace %s span %016x: %w", id, ref.SpanID, err)
+				return nil, nil, fmt.Errorf("trace %s span %016x: %w", id, ref.SpanID, err)
 			}
 			if _, ok := bySpan[ref.SpanID]; !ok {
 				order = append(order, ref.SpanID)
@@ -91,7 +120,10 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 		}
 	}
 	if len(order) == 0 {
-		return nil, fmt.Errorf("trace %s: %w", id, ErrNotFound)
+		if len(warns.list) > 0 {
+			return nil, warns.list, nil
+		}
+		return nil, nil, fmt.Errorf("trace %s: %w", id, ErrNotFound)
 	}
 	out := make([]*trace.Span, 0, len(order))
 	for _, sid := range order {
@@ -103,15 +135,15 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 		sort.SliceStable(pieces, func(i, j int) bool { return pieces[i].ChunkNum < pieces[j].ChunkNum })
 		sp, err := trace.AssembleChunks(pieces)
 		if errors.Is(err, trace.ErrMissingChunks) && sp != nil {
-			// A lost chunk (cut as a torn tail, or in a deleted store):
-			// show what is left rather than nothing.
+			// A lost chunk (cut as a torn tail, damaged, or in a deleted
+			// store): show what is left rather than nothing.
 			db.log.Warn("span assembled with chunks missing", "trace", id, "span", trace.SpanID(sid), "err", err)
 		} else if err != nil {
-			return nil, fmt.Errorf("trace %s span %016x: %w", id, sid, err)
+			return nil, nil, fmt.Errorf("trace %s span %016x: %w", id, sid, err)
 		}
 		out = append(out, sp)
 	}
-	return out, nil
+	return out, warns.list, nil
 }
 
 // readSpan reads the span at loc, through the chunk cache.
@@ -125,21 +157,32 @@ func (db *DB) readSummary(s *Store, loc index.Location) (*trace.Span, error) {
 	return db.readSpanAs(s, loc, (*trace.ChunkView).Summary)
 }
 
+// readSpanAs reads the span at loc through the chunk cache. A chunk that
+// is damaged (bad checksum or framing, a payload that does not decode, an
+// index entry pointing where no chunk or span is) yields a
+// *CorruptChunkError, noted in the DB's damage log (logged and counted
+// once); a chunk known damaged is not read again.
 func (db *DB) readSpanAs(s *Store, loc index.Location, decode func(*trace.ChunkView, int) (*trace.Span, error)) (*trace.Span, error) {
+	if ce, ok := db.damage.known(s.id, loc.ChunkOffset); ok {
+		return nil, ce
+	}
 	view, ok := db.cache.get(s.id, loc.ChunkOffset)
 	if !ok {
 		payload, _, err := s.data.ReadChunk(loc.ChunkOffset)
 		if err != nil {
+			if isChunkDamage(err) {
+				return nil, db.damage.note(s.id, loc.ChunkOffset, err)
+			}
 			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
 		}
 		if view, err = trace.NewChunkView(payload, db.opt.Limits); err != nil {
-			return nil, fmt.Errorf("store %s chunk at offset %d: %w", StoreName(s.id), loc.ChunkOffset, err)
+			return nil, db.damage.note(s.id, loc.ChunkOffset, fmt.Errorf("payload: %w", err))
 		}
 		db.cache.put(s.id, loc.ChunkOffset, view)
 	}
 	sp, err := decode(view, int(loc.Index))
 	if err != nil {
-		return nil, fmt.Errorf("store %s chunk at offset %d: %w", StoreName(s.id), loc.ChunkOffset, err)
+		return nil, db.damage.note(s.id, loc.ChunkOffset, fmt.Errorf("payload: %w", err))
 	}
 	return sp, nil
 }
@@ -161,6 +204,8 @@ type Result struct {
 	Spans []*trace.Span // summaries: no Root, no Children
 	// Cursor continues after the last result; "" when there are no more.
 	Cursor string
+	// Warnings name the damaged chunks whose spans the page left out.
+	Warnings []Warning
 }
 
 // MaxSearchLimit bounds Query.Limit.
@@ -239,13 +284,18 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	// Each store yields up to limit+1 hits (in trace mode, of distinct
 	// traces not listed before) in its order; the global page is the
 	// newest of their union. A trace in several stores is represented by
-	// its newest hit, which sorts first.
+	// its newest hit, which sorts first. A store that had more hits than
+	// it yielded bounds how far the page may walk: past its last hit, its
+	// unread hits could be newer (that only happens when damaged chunks
+	// are skipped and the page walks beyond limit hits).
 	var all []hit
+	var horizon *hit
 	for _, t := range targets {
 		s := t.s
 		seenTrace := map[trace.TraceID]bool{}
 		n := 0
 		var cbErr error
+		var lastOfStore hit
 		err := s.meta.Search(ctx, t.iq, func(h index.Hit) bool {
 			if !q.Spans {
 				if seenTrace[h.TraceID] {
@@ -263,7 +313,8 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 				}
 				seenTrace[h.TraceID] = true
 			}
-			all = append(all, hit{store: s, ref: h.SpanRef})
+			lastOfStore = hit{store: s, ref: h.SpanRef}
+			all = append(all, lastOfStore)
 			n++
 			return n < q.Limit+1
 		})
@@ -273,12 +324,18 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store %s: search: %w", StoreName(s.id), err)
 		}
+		if n == q.Limit+1 && (horizon == nil || hitLess(lastOfStore, *horizon)) {
+			h := lastOfStore
+			horizon = &h
+		}
 	}
 	sort.Slice(all, func(i, j int) bool { return hitLess(all[i], all[j]) })
 	res := &Result{}
 	seen := map[trace.TraceID]bool{}
-	var last hit
+	var last hit // the last result, or damaged hit, the page walked past
+	walked := false
 	more := false
+	var warns warnings
 	for _, h := range all {
 		if !q.Spans {
 			if seen[h.ref.TraceID] {
@@ -286,21 +343,30 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 			}
 			seen[h.ref.TraceID] = true
 		}
-		if len(res.Spans) == q.Limit {
+		if len(res.Spans) == q.Limit || (horizon != nil && walked && hitLess(*horizon, h)) {
 			more = true
 			break
 		}
 		sp, err := db.readSummary(h.store, h.ref.Loc)
+		if warns.add(err) {
+			last, walked = h, true
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		sp.Children = nil
 		res.Spans = append(res.Spans, sp)
-		last = h
+		last, walked = h, true
+	}
+	if horizon != nil && walked {
+		// A store has hits past those it yielded: the walk continues.
+		more = true
 	}
 	if more {
 		res.Cursor = encodeCursor(index.Cursor{StartNS: last.ref.StartNS, TraceID: last.ref.TraceID, SpanID: last.ref.SpanID})
 	}
+	res.Warnings = warns.list
 	return res, nil
 }
 

@@ -57,11 +57,17 @@ type app struct {
 	stderr  io.Writer
 }
 
+// client connects to the daemon; every warning of its answers (damaged
+// chunks left out) is printed to stderr.
 func (a *app) client() *client.Client {
+	var c *client.Client
 	if a.tcp != "" {
-		return client.NewTCP(a.tcp)
+		c = client.NewTCP(a.tcp)
+	} else {
+		c = client.New(a.socket)
 	}
-	return client.New(a.socket)
+	c.OnWarning(func(w client.Warning) { fmt.Fprintf(a.stderr, "ztsctl: warning: %s\n", w) })
+	return c
 }
 
 func main() {
