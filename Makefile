@@ -4,6 +4,7 @@ BIN       ?= bin
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 FUZZTIME  ?= 30s
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 SOAK_ITER ?= 500
 
 .PHONY: all build run test vet fuzz soak recovery-speed bench bench-large install clean
@@ -12,7 +13,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 run: build
 	$(BIN)/ztsd

@@ -71,6 +71,7 @@ type Client struct {
 	hc   *http.Client
 	base string
 	warn func(Warning)
+	addr string // the socket path or TCP address, for errors
 }
 
 // Warning is a damaged chunk of the daemon's data that an answer left out:
@@ -115,6 +116,19 @@ func headerWarnings(h http.Header) ([]Warning, error) {
 	return ws, nil
 }
 
+// DialError is returned when no daemon answers at the client's address
+// (nothing listens on the socket, or it does not exist).
+type DialError struct {
+	Addr string // socket path or TCP address
+	Err  error
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("no ztsd listening at %s (%v)", e.Addr, e.Err)
+}
+
+func (e *DialError) Unwrap() error { return e.Err }
+
 // New returns a client for the daemon listening on the unix socket path.
 func New(socketPath string) *Client {
 	tr := &http.Transport{
@@ -125,14 +139,14 @@ func New(socketPath string) *Client {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &Client{hc: &http.Client{Transport: tr}, base: "http://ztsd"}
+	return &Client{hc: &http.Client{Transport: tr}, base: "http://ztsd", addr: socketPath}
 }
 
 // NewTCP returns a client for the daemon's optional TCP listener
 // ("127.0.0.1:7070").
 func NewTCP(addr string) *Client {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
-	return &Client{hc: &http.Client{Transport: tr}, base: "http://" + addr}
+	return &Client{hc: &http.Client{Transport: tr}, base: "http://" + addr, addr: addr}
 }
 
 // Close releases idle connections.
@@ -148,6 +162,10 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, &DialError{Addr: c.addr, Err: op.Err}
+		}
 		return nil, fmt.Errorf("ztsd %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
@@ -472,6 +490,38 @@ func (c *Client) AttributeValues(ctx context.Context, key string) ([]string, err
 		return nil, err
 	}
 	return out.Values, nil
+}
+
+// AttributeKeys lists the distinct attribute keys of the stored spans.
+func (c *Client) AttributeKeys(ctx context.Context) ([]string, error) {
+	var out struct {
+		Keys []string `json:"keys"`
+	}
+	if err := c.getJSON(ctx, "/v1/attributes", &out); err != nil {
+		return nil, err
+	}
+	return out.Keys, nil
+}
+
+// Service is one entry of GET /v1/services: a service.name value, or an
+// imported source file without one; Attr=Value is the search filter that
+// finds its spans.
+type Service struct {
+	Name   string `json:"name"`
+	Attr   string `json:"attr"`
+	Value  string `json:"value"`
+	Format string `json:"format,omitempty"`
+}
+
+// Services lists the services (and source files) of the stored spans.
+func (c *Client) Services(ctx context.Context) ([]Service, error) {
+	var out struct {
+		Services []Service `json:"services"`
+	}
+	if err := c.getJSON(ctx, "/v1/services", &out); err != nil {
+		return nil, err
+	}
+	return out.Services, nil
 }
 
 // Health checks the daemon is up.

@@ -482,6 +482,69 @@ func refsOf(recs []traceRec) []SpanRef {
 	return refs
 }
 
+// AttrKeys returns up to limit (≤ 0: all) distinct attribute key ids
+// stored in the index, ascending. It costs one seek per distinct key (the
+// posting lists are skipped over) plus one read of the open block.
+func (ix *Index) AttrKeys(limit int) ([]uint64, error) {
+	if err := ix.acquire(); err != nil {
+		return nil, err
+	}
+	defer ix.release()
+	v := ix.view()
+	r, err := kv.NewPointReader(ix.db)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: attribute keys: %w", ix.dir, err)
+	}
+	defer r.Close()
+	// Keys in the open block, which has rows instead of posting lists.
+	var open []uint64
+	if v.tail.n > 0 {
+		blk := uint64(len(v.sealed))
+		if val, ok, err := r.Get(numKey(nil, prefixRows, blk)); err != nil {
+			return nil, fmt.Errorf("index %s: attribute keys: %w", ix.dir, err)
+		} else if ok {
+			err := decodeRows(val, blk, v.blockSize, v.tail.n, func(_ uint32, rw row) {
+				for _, a := range rw.attrs {
+					open = append(open, a.Key)
+				}
+			})
+			if err != nil {
+				return nil, fmt.Errorf("index %s: %w", ix.dir, err)
+			}
+			slices.Sort(open)
+			open = slices.Compact(open)
+		}
+	}
+	lower := []byte{prefixAttr}
+	upper := prefixEnd(lower)
+	iter := r.Iter
+	var keys []uint64
+	var seek []byte
+	for valid := iter.SeekGE(lower); valid && bytes.Compare(iter.Key(), upper) < 0; {
+		k := iter.Key()
+		x, _, ok := readOrdered(k[1:])
+		if !ok {
+			return nil, fmt.Errorf("index %s: %w", ix.dir, corruptf("attribute key %x: malformed", k))
+		}
+		keys = append(keys, x)
+		if x == ^uint64(0) || limit > 0 && len(keys) >= limit {
+			break
+		}
+		seek = appendOrdered(append(seek[:0], prefixAttr), x+1)
+		valid = iter.SeekGE(seek)
+	}
+	if err := iter.Error(); err != nil {
+		return nil, fmt.Errorf("index %s: attribute keys: %w", ix.dir, err)
+	}
+	keys = append(keys, open...)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	return keys, nil
+}
+
 // AttrValues returns up to limit (≤ 0: all) distinct value ids stored for
 // the attribute key keyID, ascending.
 func (ix *Index) AttrValues(keyID uint64, limit int) ([]uint64, error) {

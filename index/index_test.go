@@ -500,6 +500,43 @@ func TestAttrValues(t *testing.T) {
 	}
 }
 
+// TestAttrKeys: the key listing equals the keys of the entries, from
+// sealed blocks and the open block alike (key 1000 occurs only in the
+// last entries, which stay in the open block), and a limit keeps the
+// smallest.
+func TestAttrKeys(t *testing.T) {
+	entries := genEntries(7, 300)
+	last := &entries[len(entries)-1]
+	last.Attrs = append(slices.Clone(last.Attrs), KV{Key: 1000, Value: 1})
+	ix := openTest(t, t.TempDir(), 6)
+	defer ix.Close()
+	fill(t, ix, nil, entries, 8)
+	set := map[uint64]bool{}
+	for _, e := range entries {
+		for _, kv := range e.Attrs {
+			set[kv.Key] = true
+		}
+	}
+	var want []uint64
+	for k := range set {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	if len(want) < 4 || want[len(want)-1] != 1000 {
+		t.Fatalf("test entries have keys %v: want several and 1000", want)
+	}
+	got, err := ix.AttrKeys(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("AttrKeys(0) = %v, want %v", got, want)
+	}
+	if got, err = ix.AttrKeys(3); err != nil || !slices.Equal(got, want[:3]) {
+		t.Fatalf("AttrKeys(3) = %v, %v; want %v", got, err, want[:3])
+	}
+}
+
 func TestPersistenceAcrossReopen(t *testing.T) {
 	entries := genEntries(9, 300)
 	dir := t.TempDir()

@@ -25,7 +25,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
+	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/ingest/zorka"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/trace"
@@ -110,7 +112,9 @@ func New(db *storedir.DB, opt Options) *Server {
 	s.route("POST /v1/traces", "put", write, s.handlePut)
 	s.route("GET /v1/traces/{id}", "get", read, s.handleGet)
 	s.route("GET /v1/search", "search", read, s.handleSearch)
+	s.route("GET /v1/attributes", "attribute_keys", read, s.handleAttributeKeys)
 	s.route("GET /v1/attributes/{key}", "attributes", read, s.handleAttributes)
+	s.route("GET /v1/services", "services", read, s.handleServices)
 	s.route("GET /v1/stores", "stores", read, s.handleStores)
 	s.route("GET /healthz", "healthz", none, s.handleHealth)
 	s.mux.Handle("GET /metrics", s.checked(read, s.metrics.Handler()))
@@ -410,9 +414,9 @@ func ParseSearch(v map[string][]string) (storedir.Query, error) {
 		return ""
 	}
 	for _, a := range v["attr"] {
-		k, val, ok := strings.Cut(a, ":")
-		if !ok || k == "" {
-			return q, badRequest("attr %q: want key:value", a)
+		k, val, err := ParseAttrFilter(a)
+		if err != nil {
+			return q, badRequest("attr %v", err)
 		}
 		q.Attrs = append(q.Attrs, trace.Attr{Key: k, Value: trace.String(val)})
 	}
@@ -433,13 +437,14 @@ func ParseSearch(v map[string][]string) (storedir.Query, error) {
 			return q, badRequest("spans=%q: want true or false", s)
 		}
 	}
+	now := time.Now()
 	if s := get("since"); s != "" {
-		if q.SinceNS, err = ParseTimeNS(s); err != nil {
+		if q.SinceNS, err = ParseWhenNS(s, now); err != nil {
 			return q, badRequest("since: %v", err)
 		}
 	}
 	if s := get("until"); s != "" {
-		if q.UntilNS, err = ParseTimeNS(s); err != nil {
+		if q.UntilNS, err = ParseWhenNS(s, now); err != nil {
 			return q, badRequest("until: %v", err)
 		}
 	}
@@ -472,16 +477,52 @@ func ParseDurationNS(s string) (int64, error) {
 	return int64(d), nil
 }
 
-// ParseTimeNS parses RFC 3339 or nanoseconds since the epoch.
+// ParseAttrFilter splits an attribute filter "key:value" or "key=value" at
+// its first ':' or '=' (the API and ztsctl accept both spellings).
+func ParseAttrFilter(s string) (key, value string, err error) {
+	i := strings.IndexAny(s, ":=")
+	if i <= 0 {
+		return "", "", fmt.Errorf("%q: want key:value or key=value", s)
+	}
+	return s[:i], s[i+1:], nil
+}
+
+// timeLayouts are the absolute time forms ParseTimeNS accepts besides
+// nanoseconds: RFC 3339, and a date or date and time without zone, read
+// as UTC.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"}
+
+// ParseTimeNS parses an absolute time: nanoseconds since the epoch,
+// RFC 3339 (2026-01-02T15:04:05Z), or a date (2026-01-02) or date and
+// time (2026-01-02 15:04[:05]) in UTC.
 func ParseTimeNS(s string) (int64, error) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, fmt.Errorf("%q: want RFC 3339 (2026-01-02T15:04:05Z) or nanoseconds since the epoch", s)
+	for _, layout := range timeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UnixNano(), nil
+		}
 	}
-	return t.UnixNano(), nil
+	return 0, fmt.Errorf("%q: want RFC 3339 (2026-01-02T15:04:05Z), a UTC date (2026-01-02), nanoseconds since the epoch, or a duration ago (90m, 7d)", s)
+}
+
+// ParseWhenNS parses a time as ParseTimeNS does, or a duration with a unit
+// (ns … h, and d for days: "90m", "7d", "1d12h") meaning that long before
+// now.
+func ParseWhenNS(s string, now time.Time) (int64, error) {
+	if n, err := ParseTimeNS(s); err == nil {
+		return n, nil
+	}
+	d, derr := config.ParseDuration(s)
+	if derr != nil || strings.IndexFunc(s, unicode.IsLetter) < 0 {
+		_, err := ParseTimeNS(s)
+		return 0, err
+	}
+	if int64(d) >= now.UnixNano() {
+		return 0, nil // before the epoch: from the beginning
+	}
+	return now.UnixNano() - int64(d), nil
 }
 
 func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {

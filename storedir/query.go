@@ -473,6 +473,44 @@ func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cu
 	return iq, true, nil
 }
 
+// AttributeKeys lists the distinct attribute keys of span attributes
+// across stores, sorted, at most limit (≤ 0: 1000) of them (when there
+// are more, which ones is unspecified: a store lists its keys in text-id
+// order). Each store costs one index seek per distinct key.
+func (db *DB) AttributeKeys(ctx context.Context, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	stores, release := db.snapshot()
+	defer release()
+	set := map[string]bool{}
+	for _, s := range stores {
+		ids, err := s.meta.AttrKeys(limit)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
+		}
+		for _, id := range ids {
+			k, err := s.text.String(id)
+			if err != nil {
+				return nil, fmt.Errorf("store %s: text id %d: %w", StoreName(s.id), id, err)
+			}
+			set[k] = true
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
 // AttributeValues lists distinct values of an attribute key across stores,
 // sorted, at most limit.
 func (db *DB) AttributeValues(ctx context.Context, key string, limit int) ([]string, error) {

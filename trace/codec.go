@@ -786,8 +786,10 @@ func (v *ChunkView) Len() int { return v.spans }
 // index outside the span list yields an error wrapping ErrNoSuchSpan.
 func (v *ChunkView) Span(i int) (*Span, error) { return v.decode(i, false) }
 
-// Summary decodes span i without its record tree (Root is nil), as
-// DecodeChunkSummaries does; it is what search results need.
+// Summary decodes span i without its record tree, as DecodeChunkSummaries
+// does, except that Root, when the span has one, holds the root record's
+// own fields (method, start, duration, calls, errors, open) without
+// attributes, exception or children: what a search result shows.
 func (v *ChunkView) Summary(i int) (*Span, error) { return v.decode(i, true) }
 
 func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
@@ -795,7 +797,7 @@ func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := chunkDecoder{p: v.p, off: off, lim: v.lim, strs: v.strs, summary: summary}
+	d := chunkDecoder{p: v.p, off: off, lim: v.lim, strs: v.strs, summary: summary, shallowRoot: summary}
 	s, err := d.span()
 	if err != nil {
 		return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
@@ -833,9 +835,13 @@ type chunkDecoder struct {
 	lazy    bool
 	ents    []tableEntry
 	summary bool // skip record trees (DecodeChunkSummaries)
-	records int
-	slab    []Record // records are carved from slabs to save allocations
-	slabs   int      // slabs allocated so far
+	// shallowRoot keeps, in summary mode, the root record's own fields
+	// (method, times, counts; no attributes, exception or children): the
+	// name a search result shows.
+	shallowRoot bool
+	records     int
+	slab        []Record // records are carved from slabs to save allocations
+	slabs       int      // slabs allocated so far
 }
 
 // maxPrealloc bounds the elements a decoder allocates for a list or map
@@ -1273,6 +1279,10 @@ func (d *chunkDecoder) span() (*Span, error) {
 	}
 	root.Open = flags&flagOpen != 0
 	if d.summary {
+		if d.shallowRoot {
+			shallow := root
+			s.Root = &shallow
+		}
 		return s, d.recordTail(elems-1, s, &root, 1)
 	}
 	r, err := d.newRecord(start)

@@ -63,7 +63,9 @@ func (s *Span) MarshalJSON() ([]byte, error) {
 }
 
 // MarshalSummaryJSON returns the search-result form of s: the full form
-// without "root" and "spans".
+// without "spans", and with "root" reduced to the root record's own fields
+// (method, start_ns, duration_ns, calls, errors, open: no attrs, exception
+// or children) so that a result can be named.
 func MarshalSummaryJSON(s *Span) ([]byte, error) {
 	if s == nil {
 		return []byte("null"), nil
@@ -108,13 +110,18 @@ func appendSpanJSON(b []byte, s *Span, full bool, depth int) ([]byte, error) {
 			return b, fmt.Errorf("trace json: span attrs: %w", err)
 		}
 	}
-	if full {
-		if s.Root != nil {
-			b = append(b, `,"root":`...)
-			if b, err = appendRecordJSON(b, s.Root, 1); err != nil {
-				return b, err
-			}
+	if s.Root != nil {
+		root := s.Root
+		if !full {
+			root = &Record{Method: root.Method, StartNS: root.StartNS, DurationNS: root.DurationNS,
+				Calls: root.Calls, Errors: root.Errors, Open: root.Open}
 		}
+		b = append(b, `,"root":`...)
+		if b, err = appendRecordJSON(b, root, 1); err != nil {
+			return b, err
+		}
+	}
+	if full {
 		if len(s.Children) > 0 {
 			b = append(b, `,"spans":[`...)
 			for i, c := range s.Children {

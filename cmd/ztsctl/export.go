@@ -38,12 +38,12 @@ type searchFlags struct {
 
 func (f *searchFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringArrayVar(&f.attrs, "attr", nil, "with --search: attribute key=value to match (repeatable; all must match)")
+	fs.StringArrayVar(&f.attrs, "attr", nil, "with --search: attribute key=value (or key:value) to match (repeatable; all must match)")
 	fs.StringVar(&f.text, "text", "", "with --search: case-insensitive substring of a method, attribute or exception")
 	fs.StringVar(&f.minDur, "min-duration", "", "with --search: minimum duration, e.g. 5ms")
 	fs.BoolVar(&f.errorsOnly, "errors", false, "with --search: only traces with errors")
-	fs.StringVar(&f.since, "since", "", "with --search: start time from: RFC 3339, ns since the epoch, or a duration ago like 1h")
-	fs.StringVar(&f.until, "until", "", "with --search: start time before: RFC 3339, ns since the epoch, or a duration ago")
+	fs.StringVar(&f.since, "since", "", "with --search: start time from: "+whenHelp)
+	fs.StringVar(&f.until, "until", "", "with --search: start time before: "+whenHelp)
 	fs.IntVar(&f.limit, "limit", 0, "with --search: export at most this many traces, newest first (0: all matches)")
 }
 
@@ -60,11 +60,11 @@ func (f *searchFlags) query() (client.Query, error) {
 		q.Limit = min(f.limit, 100)
 	}
 	for _, kv := range f.attrs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return q, usageErr("--attr %q: want key=value", kv)
+		a, err := parseAttrFlag(kv)
+		if err != nil {
+			return q, err
 		}
-		q.Attrs = append(q.Attrs, trace.Attr{Key: k, Value: trace.String(v)})
+		q.Attrs = append(q.Attrs, a)
 	}
 	if f.minDur != "" {
 		ns, err := server.ParseDurationNS(f.minDur)
@@ -245,6 +245,8 @@ func runExport(ctx context.Context, c *client.Client, req *exportRequest, stdout
 	defer out.abort()
 	var traces [][]*trace.Span
 	n := 0
+	bar := newCountBar(stderr, "export "+req.format, "traces")
+	defer bar.finish()
 	for {
 		id, ok, err := next(ctx)
 		if err != nil {
@@ -254,6 +256,7 @@ func runExport(ctx context.Context, c *client.Client, req *exportRequest, stdout
 			break
 		}
 		n++
+		bar.add(1)
 		switch req.format {
 		case "json":
 			// Streamed: a whole store may be exported this way.
@@ -275,6 +278,7 @@ func runExport(ctx context.Context, c *client.Client, req *exportRequest, stdout
 			traces = append(traces, roots)
 		}
 	}
+	bar.finish()
 	if n == 0 {
 		return notFound("no traces match the search")
 	}

@@ -336,7 +336,7 @@ func TestExportErrors(t *testing.T) {
 		{"bad id", []string{"export", "xyz"}, exitUsage, "trace id"},
 		{"ids and search", []string{"export", "--search", id}, exitUsage, "not both"},
 		{"query without search", []string{"export", "--errors", "--text", "x", id}, exitUsage, "--text, --errors only apply with --search"},
-		{"bad attr", []string{"export", "--search", "--attr", "novalue"}, exitUsage, "want key=value"},
+		{"bad attr", []string{"export", "--search", "--attr", "novalue"}, exitUsage, "want key:value or key=value"},
 		{"bad duration", []string{"export", "--search", "--min-duration", "soon"}, exitUsage, "--min-duration"},
 		{"bad since", []string{"export", "--search", "--since", "yesterday"}, exitUsage, "--since"},
 		{"negative limit", []string{"export", "--search", "--limit", "-1"}, exitUsage, "--limit"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,9 @@ func detectFormat(path string) (string, error) {
 	head := make([]byte, 64)
 	n, _ := io.ReadFull(f, head)
 	head = head[:n]
+	if n == 0 {
+		return "", fmt.Errorf("%s: empty file", path)
+	}
 	switch {
 	case wtf.Sniff(head):
 		return "wtf", nil
@@ -129,6 +133,7 @@ type spanSink struct {
 	pending []*trace.Span
 	batch   int
 	stored  int64
+	bar     *countBar // spans stored, on a terminal
 }
 
 func (s *spanSink) add(ctx context.Context, sp *trace.Span) error {
@@ -147,6 +152,7 @@ func (s *spanSink) flush(ctx context.Context) error {
 		return err
 	}
 	s.stored += int64(len(s.pending))
+	s.bar.add(int64(len(s.pending)))
 	s.pending = s.pending[:0]
 	return nil
 }
@@ -228,11 +234,13 @@ written by export --format json). It prints one JSON summary per PATH:
 						imp = importers[f]
 					}
 				}
+				sink.bar = newCountBar(a.stderr, "import "+filepath.Base(path), "spans")
 				sum, err := imp(ctx, path, ingest.Options{KeepGoing: keepGoing},
 					func(sp *trace.Span) error { return sink.add(ctx, sp) })
 				if ferr := sink.flush(ctx); err == nil {
 					err = ferr
 				}
+				sink.bar.finish()
 				if sum != nil {
 					if sum.Warnings == nil {
 						sum.Warnings = []string{}

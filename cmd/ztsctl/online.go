@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -95,12 +97,18 @@ func exactArgs(n int) cobra.PositionalArgs {
 }
 
 func newGetCmd(a *app) *cobra.Command {
-	var spanHex string
+	var spanHex, minDur string
 	var asJSON bool
+	var depth int
 	cmd := &cobra.Command{
 		Use:   "get TRACE_ID",
 		Short: "Show a whole trace (or one span) as an indented call tree, or as Trace JSON",
-		Args:  exactArgs(1),
+		Long: `get prints a trace as a call tree: per record its duration, its self time (the
+duration minus its children's), its start relative to the span, and its method.
+On a big trace, --depth N keeps N levels of records under each span and
+--min-duration D hides records shorter than D; what is hidden is counted in
+place ("[+12 records below]", "... 40 records under 1ms hidden").`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := trace.ParseTraceID(args[0])
 			if err != nil {
@@ -109,6 +117,18 @@ func newGetCmd(a *app) *cobra.Command {
 			spanID, err := trace.ParseSpanID(spanHex)
 			if err != nil {
 				return usageErr("--span: %v", err)
+			}
+			if depth < 0 {
+				return usageErr("--depth must be 0 (all levels) or more")
+			}
+			var minNS int64
+			if minDur != "" {
+				if minNS, err = server.ParseDurationNS(minDur); err != nil {
+					return usageErr("--min-duration: %v", err)
+				}
+			}
+			if asJSON && (depth > 0 || minNS > 0) {
+				return usageErr("--depth and --min-duration shape the tree view: not with --json")
 			}
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -132,7 +152,7 @@ func newGetCmd(a *app) *cobra.Command {
 			} else if roots, err = c.Get(ctx, id); err != nil {
 				return err
 			}
-			p := treePrinter{w: a.stdout, color: isTerminal(a.stdout)}
+			p := treePrinter{w: a.stdout, color: isTerminal(a.stdout), depth: depth, minNS: minNS}
 			for _, sp := range roots {
 				p.span(sp, 0)
 			}
@@ -141,6 +161,8 @@ func newGetCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&spanHex, "span", "", "show only this span (16 hex digits) and its child spans")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print Trace JSON lines, exactly as the daemon sends them")
+	cmd.Flags().IntVar(&depth, "depth", 0, "show at most this many levels of records under each span (0: all)")
+	cmd.Flags().StringVar(&minDur, "min-duration", "", "hide records shorter than this, e.g. 1ms")
 	return cmd
 }
 
@@ -153,6 +175,8 @@ func isTerminal(w io.Writer) bool {
 type treePrinter struct {
 	w     io.Writer
 	color bool
+	depth int   // record levels shown under a span; 0: all
+	minNS int64 // records shorter than this are hidden
 }
 
 func (p treePrinter) red(s string) string {
@@ -170,22 +194,42 @@ func (p treePrinter) span(sp *trace.Span, indent int) {
 	}
 	fmt.Fprintf(p.w, "%sspan %s  trace %s  parent %s  %s  %s  calls=%d recs=%d  %s%s\n",
 		pad, sp.SpanID, sp.TraceID, orDash(sp.ParentID.String()),
-		time.Unix(0, sp.StartNS).UTC().Format(time.RFC3339Nano), fmtDur(sp.DurationNS),
+		fmtWall(sp.StartNS), fmtDur(sp.DurationNS),
 		sp.Calls, sp.Recs, orDash(sp.Type), status)
 	if len(sp.Attrs) > 0 {
 		fmt.Fprintf(p.w, "%s  %s\n", pad, fmtAttrs(sp.Attrs))
 	}
 	if sp.Root != nil {
-		p.record(sp.Root, indent+1)
+		fmt.Fprintf(p.w, "%s  %-10s %-10s %-11s %s\n", pad, "DURATION", "SELF", "START", "METHOD")
+		p.record(sp.Root, indent+1, 1)
 	}
 	for _, c := range sp.Children {
 		p.span(c, indent+1)
 	}
 }
 
-func (p treePrinter) record(r *trace.Record, indent int) {
+// selfNS is r's duration minus its children's (never negative: children
+// of a sampled or merged tree may overlap).
+func selfNS(r *trace.Record) int64 {
+	self := r.DurationNS
+	for _, c := range r.Children {
+		self -= c.DurationNS
+	}
+	return max(self, 0)
+}
+
+// countRecords counts the records of the trees under rs.
+func countRecords(rs []*trace.Record) int {
+	n := 0
+	for _, r := range rs {
+		n += 1 + countRecords(r.Children)
+	}
+	return n
+}
+
+func (p treePrinter) record(r *trace.Record, indent, level int) {
 	pad := strings.Repeat("  ", indent)
-	line := fmt.Sprintf("%s%-10s +%-10s %s", pad, fmtDur(r.DurationNS), fmtDur(r.StartNS), r.Method)
+	line := fmt.Sprintf("%s%-10s %-10s +%-10s %s", pad, fmtDur(r.DurationNS), fmtDur(selfNS(r)), fmtDur(r.StartNS), r.Method)
 	if r.Calls > 1 {
 		line += fmt.Sprintf("  calls=%d", r.Calls)
 	}
@@ -194,6 +238,10 @@ func (p treePrinter) record(r *trace.Record, indent int) {
 	}
 	if r.Open {
 		line += "  (not finished)"
+	}
+	below := p.depth > 0 && level >= p.depth && len(r.Children) > 0
+	if below {
+		line += fmt.Sprintf("  [+%d records below]", countRecords(r.Children))
 	}
 	fmt.Fprintln(p.w, line)
 	if len(r.Attrs) > 0 {
@@ -207,8 +255,21 @@ func (p treePrinter) record(r *trace.Record, indent int) {
 			fmt.Fprintf(p.w, "%s      at %s.%s(%s:%d)\n", pad, f.Class, f.Method, f.File, f.Line)
 		}
 	}
+	if below {
+		return
+	}
+	var hidden []*trace.Record
+	var hiddenNS int64
 	for _, c := range r.Children {
-		p.record(c, indent+1)
+		if c.DurationNS < p.minNS {
+			hidden = append(hidden, c)
+			hiddenNS += c.DurationNS
+			continue
+		}
+		p.record(c, indent+1, level+1)
+	}
+	if len(hidden) > 0 {
+		fmt.Fprintf(p.w, "%s  ... %d records under %s hidden (%s in all)\n", pad, countRecords(hidden), fmtDur(p.minNS), fmtDur(hiddenNS))
 	}
 }
 
@@ -266,6 +327,7 @@ func newSearchCmd(a *app) *cobra.Command {
 		attrs             []string
 		text, minDur      string
 		since, until      string
+		cursor            string
 		errorsOnly, spans bool
 		asJSON            bool
 		limit             int
@@ -273,15 +335,19 @@ func newSearchCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "search",
 		Short: "Search traces (or spans), newest first",
-		Args:  exactArgs(0),
+		Long: `search lists matching traces (or, with --spans, spans), newest first, one page of
+--limit results. Each row names the result: its service (service.name, else its source:
+format and file) and its root record's method or operation. When there are more results,
+the last line (on stderr) is the flag that fetches the next page: more: --cursor ...`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := client.Query{Text: text, Errors: errorsOnly, Spans: spans, Limit: limit}
 			for _, kv := range attrs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageErr("--attr %q: want key=value", kv)
+				attr, err := parseAttrFlag(kv)
+				if err != nil {
+					return err
 				}
-				q.Attrs = append(q.Attrs, trace.Attr{Key: k, Value: trace.String(v)})
+				q.Attrs = append(q.Attrs, attr)
 			}
 			if minDur != "" {
 				ns, err := server.ParseDurationNS(minDur)
@@ -311,7 +377,7 @@ func newSearchCmd(a *app) *cobra.Command {
 			defer cancel()
 			c := a.client()
 			defer c.Close()
-			page, err := c.SearchPage(ctx, q, "")
+			page, err := c.SearchPage(ctx, q, cursor)
 			if err != nil {
 				return err
 			}
@@ -324,7 +390,10 @@ func newSearchCmd(a *app) *cobra.Command {
 					a.stdout.Write(append(b, '\n'))
 				}
 			} else {
-				printTable(a.stdout, page.Spans)
+				printTable(a.stdout, page.Spans, spans, terminalWidth(a.stdout, a.getenv))
+			}
+			if page.Cursor != "" {
+				fmt.Fprintf(a.stderr, "more: --cursor %s\n", page.Cursor)
 			}
 			if len(page.Spans) == 0 {
 				return notFound("no results")
@@ -333,50 +402,200 @@ func newSearchCmd(a *app) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&attrs, "attr", nil, "attribute key=value to match (repeatable; all must match)")
+	f.StringArrayVar(&attrs, "attr", nil, "attribute key=value (or key:value) to match (repeatable; all must match)")
 	f.StringVar(&text, "text", "", "case-insensitive substring of a method, attribute or exception")
 	f.StringVar(&minDur, "min-duration", "", "minimum duration, e.g. 5ms")
 	f.BoolVar(&errorsOnly, "errors", false, "only spans with errors")
-	f.StringVar(&since, "since", "", "start time from: RFC 3339, ns since the epoch, or a duration ago like 1h")
-	f.StringVar(&until, "until", "", "start time before: RFC 3339, ns since the epoch, or a duration ago")
+	f.StringVar(&since, "since", "", "start time from: "+whenHelp)
+	f.StringVar(&until, "until", "", "start time before: "+whenHelp)
 	f.IntVar(&limit, "limit", 20, "maximum results")
+	f.StringVar(&cursor, "cursor", "", "continue after the previous page (the value its \"more:\" line printed)")
 	f.BoolVar(&spans, "spans", false, "one result per matching span instead of per trace")
 	f.BoolVar(&asJSON, "json", false, "print Trace JSON lines (one object per result)")
 	return cmd
 }
 
-// parseWhen accepts RFC 3339, ns since the epoch, or a duration meaning
-// that long ago.
+// whenHelp describes the time forms of --since and --until.
+const whenHelp = "RFC 3339 (2026-01-02T15:04:05Z), a UTC date (2026-01-02), ns since the epoch, or a duration ago (90m, 7d)"
+
+// parseWhen accepts what whenHelp lists (server.ParseWhenNS, as the API).
 func parseWhen(s string) (int64, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return time.Now().Add(-d).UnixNano(), nil
-	}
-	return server.ParseTimeNS(s)
+	return server.ParseWhenNS(s, time.Now())
 }
 
-func printTable(w io.Writer, spans []*trace.Span) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "START\tDURATION\tTRACE ID\tSPAN ID\tERR\tSOURCE\tATTRIBUTES")
+// parseAttrFlag parses --attr key=value or key:value (the API's form).
+func parseAttrFlag(kv string) (trace.Attr, error) {
+	k, v, err := server.ParseAttrFilter(kv)
+	if err != nil {
+		return trace.Attr{}, usageErr("--attr %v", err)
+	}
+	return trace.Attr{Key: k, Value: trace.String(v)}, nil
+}
+
+// terminalWidth is the width of w when it is a terminal, else $COLUMNS when
+// set, else 0 (no limit: piped output is never cut).
+func terminalWidth(w io.Writer, getenv func(string) string) int {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if width, _, err := term.GetSize(int(f.Fd())); err == nil && width > 0 {
+			return width
+		}
+	}
+	if n, err := strconv.Atoi(getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 0
+}
+
+// serviceOf names where a span comes from: its service.name, else its
+// source format and file ("wtf blk-client.wtf-trace"), else its format.
+func serviceOf(sp *trace.Span) string {
+	if v, ok := sp.Attrs.Get("service.name"); ok {
+		return v.Text()
+	}
+	if v, ok := sp.Attrs.Get("source.file"); ok {
+		return sp.Source + " " + v.Text()
+	}
+	return sp.Source
+}
+
+// nameOf is a span's root method or operation ("" without a root record).
+func nameOf(sp *trace.Span) string {
+	if sp.Root == nil {
+		return ""
+	}
+	return sp.Root.Method
+}
+
+// cut shortens s to at most n runes, marking the cut with "…".
+func cut(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// printTable prints search results, nothing for none. With width > 0
+// every line fits in it: the service and name columns share what the
+// fixed columns leave, and the attributes follow on the same line when at
+// least minInlineAttrs columns remain, else on their own indented line.
+func printTable(w io.Writer, spans []*trace.Span, spanMode bool, width int) {
+	if len(spans) == 0 {
+		return
+	}
+	const gap, minInlineAttrs = 2, 40
+	head := []string{"START (UTC)", "DURATION", "TRACE ID"}
+	if spanMode {
+		head = append(head, "SPAN ID")
+	}
+	head = append(head, "ERR", "SERVICE", "NAME")
+	rows := [][]string{head}
+	attrs := []string{"ATTRIBUTES"}
 	for _, sp := range spans {
 		errMark := ""
 		if sp.Error || sp.Errors > 0 {
-			errMark = fmt.Sprintf("%d", max(sp.Errors, 1))
+			errMark = strconv.FormatInt(max(sp.Errors, 1), 10)
 		}
-		attrs := fmtAttrs(sp.Attrs)
-		if len(attrs) > 80 {
-			attrs = attrs[:77] + "..."
+		row := []string{fmtWallMillis(sp.StartNS), fmtDur(sp.DurationNS), sp.TraceID.String()}
+		if spanMode {
+			row = append(row, sp.SpanID.String())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", time.Unix(0, sp.StartNS).UTC().Format("2006-01-02 15:04:05.000"),
-			fmtDur(sp.DurationNS), sp.TraceID, sp.SpanID, errMark, sp.Source, attrs)
+		rows = append(rows, append(row, errMark, serviceOf(sp), nameOf(sp)))
+		attrs = append(attrs, fmtAttrs(sp.Attrs))
 	}
-	tw.Flush()
+	ncol := len(head)
+	widths := make([]int, ncol)
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	inline, nameBelow, attrWidth := true, false, 0 // attrWidth 0: not cut
+	if width > 0 {
+		fixed := 0
+		for _, wd := range widths[:ncol-2] {
+			fixed += wd + gap
+		}
+		avail := max(width-fixed, 0)
+		svc, name := widths[ncol-2], widths[ncol-1]
+		if rest := avail - svc - name - 2*gap; rest >= minInlineAttrs {
+			attrWidth = rest
+		} else if avail >= 36 {
+			// Service and name share the line (the service at most a
+			// third); attributes go below.
+			inline, attrWidth = false, max(width-4, 8)
+			svc = min(svc, max(8, avail/3))
+			name = min(name, avail-svc-gap)
+			widths[ncol-2], widths[ncol-1] = svc, name
+		} else {
+			// Too narrow even for the name: the service ends the line,
+			// name and attributes go below.
+			inline, nameBelow, attrWidth = false, true, max(width-4, 8)
+			widths[ncol-2] = min(svc, max(8, avail))
+			ncol--
+			for r := range rows {
+				if r > 0 && rows[r][ncol] != "" {
+					attrs[r] = rows[r][ncol] + "  " + attrs[r]
+				}
+				rows[r] = rows[r][:ncol]
+			}
+		}
+	}
+	for r, row := range rows {
+		var b strings.Builder
+		for i, cell := range row {
+			if width > 0 && i >= len(head)-2 {
+				cell = cut(cell, widths[i])
+			}
+			b.WriteString(cell)
+			if i < ncol-1 || inline {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell)+gap))
+			}
+		}
+		a := attrs[r]
+		if attrWidth > 0 {
+			a = cut(a, attrWidth)
+		}
+		switch {
+		case inline:
+			b.WriteString(a)
+		case r > 0 && a != "":
+			b.WriteString("\n    " + a)
+		case r == 0 && nameBelow:
+			b.WriteString("\n    NAME  ATTRIBUTES")
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// wallClockStart: times before it are not wall-clock times (a writer's
+// monotonic clock, a timebase of 0), shown as such instead of as 1970.
+var wallClockStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+
+// fmtWall is a start time to the nanosecond in UTC, or "no wall clock".
+func fmtWall(ns int64) string {
+	if ns < wallClockStart {
+		return fmt.Sprintf("no wall clock (+%s)", fmtDur(ns))
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+}
+
+// fmtWallMillis is a start time to the millisecond in UTC.
+func fmtWallMillis(ns int64) string {
+	if ns < wallClockStart {
+		return "no wall clock"
+	}
+	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000")
 }
 
 func newStoresCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stores",
-		Short: "List the daemon's stores",
+		Short: "List the daemon's stores (times in UTC)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
@@ -395,7 +614,7 @@ func newStoresCmd(a *app) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "STORE\tSTATE\tFIRST\tLAST\tSPANS\tTRACES\tCHUNKS\tBYTES")
+			fmt.Fprintln(tw, "STORE\tSTATE\tFIRST (UTC)\tLAST (UTC)\tSPANS\tTRACES\tCHUNKS\tBYTES")
 			for _, s := range stores {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.State, fmtTime(s.FirstNS), fmtTime(s.LastNS),
 					s.Spans, s.Traces, s.Chunks, fmtBytes(s.Bytes))
@@ -407,9 +626,14 @@ func newStoresCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// fmtTime is a store's first or last time, to the second in UTC; "-" for
+// an empty store, "no wall clock" before 2000.
 func fmtTime(ns int64) string {
 	if ns == 0 {
 		return "-"
+	}
+	if ns < wallClockStart {
+		return "no wall clock"
 	}
 	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05")
 }
@@ -470,13 +694,133 @@ func newStatsCmd(a *app) *cobra.Command {
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
-				fmt.Fprintf(a.stdout, "%-28s %v\n", k, st[k])
+				fmt.Fprintf(a.stdout, "%-28s %s\n", k, fmtNumber(st[k]))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
+}
+
+// fmtNumber prints a count in plain digits: integers as integers, other
+// floats without an exponent.
+func fmtNumber(v any) string {
+	switch x := v.(type) {
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		if x == float64(int64(x)) {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+func newServicesCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "services",
+		Short: "List the services in the store, and the --attr that finds each",
+		Long: `services lists what the stored spans come from: every service.name value (OTLP,
+or spans that set it), then every imported source file whose spans have none, named
+by its format and file ("wtf blk-client.wtf-trace"). The second column is the
+search filter that finds a service's spans.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			c := a.client()
+			defer c.Close()
+			svcs, err := c.Services(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, s := range svcs {
+					enc.Encode(s)
+				}
+			} else {
+				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "SERVICE\tSEARCH WITH")
+				for _, s := range svcs {
+					fmt.Fprintf(tw, "%s\t--attr %s\n", s.Name, shellQuote(s.Attr+"="+s.Value))
+				}
+				tw.Flush()
+			}
+			if len(svcs) == 0 {
+				return notFound("no services: the store holds no spans with service.name or source.file")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per service")
+	return cmd
+}
+
+func newAttributesCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "attributes [KEY]",
+		Short: "List the span attribute keys in the store, or the values of one key",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErr("attributes takes at most one KEY, got %d (usage: %s)", len(args), cmd.UseLine())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			c := a.client()
+			defer c.Close()
+			var list []string
+			var err error
+			if len(args) == 0 {
+				list, err = c.AttributeKeys(ctx)
+			} else {
+				list, err = c.AttributeValues(ctx, args[0])
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if list == nil {
+					list = []string{}
+				}
+				if err := json.NewEncoder(a.stdout).Encode(list); err != nil {
+					return err
+				}
+			} else {
+				for _, v := range list {
+					fmt.Fprintln(a.stdout, v)
+				}
+			}
+			if len(list) == 0 {
+				if len(args) == 0 {
+					return notFound("no attributes: the store holds no spans with attributes")
+				}
+				return notFound("no values of %q (ztsctl attributes lists the keys)", args[0])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array")
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-=/:,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // metricValue reads an unlabelled sample from Prometheus text format.

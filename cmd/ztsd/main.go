@@ -36,6 +36,7 @@ import (
 	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/ingest/otlp"
 	"github.com/ztsd/ztsd/ingest/zorka"
+	buildversion "github.com/ztsd/ztsd/internal/version"
 	"github.com/ztsd/ztsd/server"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/trace"
@@ -105,7 +106,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if f.showVersion {
-		fmt.Println("ztsd", version)
+		fmt.Println(buildversion.String("ztsd", version))
 		return 0
 	}
 	cfg, err := loadConfig(f)
@@ -279,7 +280,7 @@ func (d *daemonState) serve() error {
 	}
 	go d.housekeeping(ctx)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
-	d.log.Info("ztsd ready", "version", version, "sync", d.cfg.Sync, "pid", os.Getpid())
+	d.log.Info("ztsd ready", "version", buildversion.String("ztsd", version), "sync", d.cfg.Sync, "pid", os.Getpid())
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
