@@ -468,6 +468,9 @@ type StoreInfo struct {
 	Chunks   int64  `json:"chunks"`
 	Bytes    int64  `json:"bytes"`
 	IndexLag int64  `json:"index_lag_bytes"`
+	// Reason says why a store is not served (state quarantined,
+	// rebuilding or orphaned).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Stores lists the daemon's stores, oldest first.
@@ -524,10 +527,28 @@ func (c *Client) Services(ctx context.Context) ([]Service, error) {
 	return out.Services, nil
 }
 
-// Health checks the daemon is up.
+// Health checks the daemon is up (it may be degraded: HealthStatus).
 func (c *Client) Health(ctx context.Context) error {
-	var out map[string]string
-	return c.getJSON(ctx, "/healthz", &out)
+	_, err := c.HealthStatus(ctx)
+	return err
+}
+
+// HealthStatus is the daemon's /healthz answer.
+type HealthStatus struct {
+	// Status is "ok", or "degraded" when some stores are not served.
+	Status string `json:"status"`
+	// Stores lists the stores not served, with the reason.
+	Stores []StoreInfo `json:"stores"`
+}
+
+// HealthStatus returns the daemon's health: an error when it does not
+// answer or answers 503 (shutting down).
+func (c *Client) HealthStatus(ctx context.Context) (*HealthStatus, error) {
+	var out HealthStatus
+	if err := c.getJSON(ctx, "/healthz", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Metrics returns the Prometheus text exposition.

@@ -577,9 +577,21 @@ func (s *Server) handleStores(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, StoresResponse{Stores: s.db.Stores()})
 }
 
+// HealthResponse is the body of GET /healthz: status "ok", "degraded" (200:
+// the daemon serves, but the stores listed are not served — quarantined,
+// being rebuilt or set aside; /v1/stores has the same entries), or
+// "shutting_down" (503).
+type HealthResponse struct {
+	Status string          `json:"status"`
+	Stores []storedir.Info `json:"stores,omitempty"`
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if s.shutting.Load() {
-		return writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+		return writeJSON(w, http.StatusServiceUnavailable, HealthResponse{Status: "shutting_down"})
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	if bad := s.db.Degraded(); len(bad) > 0 {
+		return writeJSON(w, http.StatusOK, HealthResponse{Status: "degraded", Stores: bad})
+	}
+	return writeJSON(w, http.StatusOK, HealthResponse{Status: "ok"})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -154,6 +155,10 @@ type DB struct {
 	storeSeq uint32
 	space    spaceCache // recent free-space checks (checkSpace)
 	damage   *damageLog // damaged chunks met by reads
+	// out lists the store directories not served (quarantined, being
+	// rebuilt, set aside), by directory name; guarded by mu.
+	out map[string]*outOfService
+	bg  *background // repairs running in the background
 }
 
 // Open takes the data directory's lock, removes leftovers of interrupted
@@ -170,8 +175,9 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	}
 	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
 		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		cache: newChunkCache(256), damage: newDamageLog(opt.Logger)}
+		cache: newChunkCache(256), damage: newDamageLog(opt.Logger), bg: newBackground()}
 	if err := db.openStores(ctx); err != nil {
+		db.bg.stop()
 		db.closeStores()
 		unlockDir(lock)
 		return nil, err
@@ -245,30 +251,40 @@ func (db *DB) openStores(ctx context.Context) error {
 		if id, ok := ParseStoreName(name); ok && e.IsDir() {
 			ids = append(ids, id)
 		}
+		if len(name) > storeDigits && strings.HasPrefix(name[storeDigits:], orphanMark) && e.IsDir() {
+			if _, ok := ParseStoreName(name[:storeDigits]); ok {
+				db.noteOrphan(name)
+			}
+		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
 		dir := filepath.Join(db.dir, StoreName(id))
-		if _, err := os.Stat(filepath.Join(dir, dataFile)); os.IsNotExist(err) {
-			// A store whose creation was interrupted before its data file
-			// existed holds nothing: remove it.
-			db.log.Warn("removing a store directory without a data file (interrupted creation)", "dir", dir)
-			if err := os.RemoveAll(dir); err != nil {
-				return fmt.Errorf("remove %s: %w", dir, err)
+		// New stores are numbered past every directory, served or not.
+		db.storeSeq = id + 1
+		if _, err := os.Stat(filepath.Join(dir, dataFile)); errors.Is(err, fs.ErrNotExist) {
+			if err := db.handleMissingData(id, dir); err != nil {
+				return err
 			}
 			continue
 		}
 		s, err := openStore(ctx, dir, id, db.storeOptions())
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// One damaged store must not keep the others from serving.
+			db.quarantine(id, dir, err)
+			continue
 		}
 		db.stores = append(db.stores, s)
-		db.storeSeq = id + 1
 	}
 	// Only the newest store takes writes; any other that is still open (a
-	// crash between creating a new store and sealing the old one) is sealed.
+	// crash between creating a new store and sealing the old one) is
+	// sealed. A newer store that is out of service counts as newer.
 	for i, s := range db.stores {
-		if i < len(db.stores)-1 && !s.Sealed() {
+		newest := i == len(db.stores)-1 && s.id+1 == db.storeSeq
+		if !newest && !s.Sealed() {
 			if err := s.seal(); err != nil {
 				return err
 			}
@@ -285,7 +301,8 @@ func (db *DB) openStores(ctx context.Context) error {
 // Dir is the data directory.
 func (db *DB) Dir() string { return db.dir }
 
-// Stores describes every store, oldest first.
+// Stores describes every store, oldest first, including those not served
+// (Degraded).
 func (db *DB) Stores() []Info {
 	db.mu.RLock()
 	stores := append([]*Store(nil), db.stores...)
@@ -294,6 +311,8 @@ func (db *DB) Stores() []Info {
 	for _, s := range stores {
 		out = append(out, s.info())
 	}
+	out = append(out, db.Degraded()...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
@@ -474,6 +493,7 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	close(db.stop)
 	<-db.done
+	db.bg.stop()
 	err := db.closeStores()
 	unlockDir(db.lock)
 	return err

@@ -63,6 +63,23 @@
 // ztsd_damaged_chunks_total metric) and does not read it again. An I/O
 // error is not damage: the request fails.
 //
+// A store that does not open (a damaged ZTS0 header, config.props, Pebble
+// MANIFEST/OPTIONS or table) costs only itself: Open takes it out of
+// service and opens the others. When its data file is intact (a valid
+// header that agrees with config.props, this format version), its indexes
+// are deleted and rebuilt from the data file in the background (a
+// damaged config.props is first rewritten from the header, the old bytes
+// kept in config.props.damaged), and it is added to the served set — sealed
+// if a newer store exists. Otherwise it stays quarantined until `ztsctl
+// recover` (or `ztsctl migrate`) and a restart. Degraded lists such
+// stores with the reason; Stores includes them.
+//
+// A store directory without traces.zts is deleted only when it is provably
+// an interrupted creation (nothing but a config.props saying open with no
+// chunks); otherwise it is renamed to <id>.orphaned-<unix time>, never
+// deleted, and reported by Degraded at every start until the operator
+// moves it.
+//
 // # Invariants
 //
 //   - Everything in meta/ and text/ is derived from traces.zts. Each index

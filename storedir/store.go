@@ -605,6 +605,9 @@ type Info struct {
 	// IndexLag is how many data-file bytes the metadata index does not
 	// cover yet (non-zero only while a re-index is catching up).
 	IndexLag int64 `json:"index_lag_bytes"`
+	// Reason says why a store is not served (quarantined, rebuilding,
+	// orphaned); empty for a store that serves.
+	Reason string `json:"reason,omitempty"`
 }
 
 func (s *Store) info() Info {

@@ -619,7 +619,15 @@ func newStoresCmd(a *app) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.State, fmtTime(s.FirstNS), fmtTime(s.LastNS),
 					s.Spans, s.Traces, s.Chunks, fmtBytes(s.Bytes))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, s := range stores {
+				if s.Reason != "" { // not served: say why
+					fmt.Fprintf(a.stderr, "ztsctl: store %s is %s: %s\n", s.ID, s.State, s.Reason)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per store")

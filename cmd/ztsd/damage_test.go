@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/client"
@@ -162,4 +163,86 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDamagedStoreQuarantinedDaemon damages one of three stores in each way
+// and starts the real daemon: it starts (before, it exited), answers
+// /healthz 200 "degraded" naming the store and the reason, lists it in
+// /v1/stores (ztsctl stores prints the reason to stderr), serves the
+// other stores, and — when the data file is intact — rebuilds the store
+// and serves it again with /healthz back to "ok".
+func TestDamagedStoreQuarantinedDaemon(t *testing.T) {
+	cases := []struct {
+		name    string
+		damage  func(t *testing.T, sd string)
+		rebuilt bool
+	}{
+		{"ZTS0 header", func(t *testing.T, sd string) { xorByte(t, filepath.Join(sd, "traces.zts"), 0, 0x01) }, false},
+		{"meta MANIFEST", func(t *testing.T, sd string) {
+			m, _ := filepath.Glob(filepath.Join(sd, "meta", "MANIFEST-*"))
+			xorByte(t, m[0], 20, 0xff)
+		}, true},
+		{"traces.zts missing", func(t *testing.T, sd string) { os.Remove(filepath.Join(sd, "traces.zts")) }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := daemontest.New(t, "")
+			o := storedir.DefaultOptions()
+			o.Sync = storedir.SyncNone
+			db, err := storedir.Open(context.Background(), d.DataDir, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var per [3][]*trace.Span
+			for i := range per {
+				per[i] = workload.Spans(uint64(700+i), 200)
+				if err := db.Append(context.Background(), per[i]); err != nil {
+					t.Fatal(err)
+				}
+				if i < 2 {
+					db.Rotate()
+				}
+			}
+			db.Close()
+			tc.damage(t, filepath.Join(d.DataDir, "000001"))
+			d.Start()
+			h, err := d.Client.HealthStatus(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.rebuilt && (h.Status != "degraded" || len(h.Stores) != 1 || !strings.HasPrefix(h.Stores[0].ID, "000001") || h.Stores[0].Reason == "") {
+				t.Fatalf("/healthz = %+v, want degraded naming 000001", h)
+			}
+			_, errOut, code := d.Ctl(nil, "stores")
+			if code != 0 || !tc.rebuilt && !strings.Contains(errOut, "store 000001") {
+				t.Fatalf("ztsctl stores: exit %d, stderr %q", code, errOut)
+			}
+			if tc.rebuilt {
+				deadline := time.Now().Add(30 * time.Second)
+				for h.Status != "ok" && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+					if h, err = d.Client.HealthStatus(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if h.Status != "ok" {
+					t.Fatalf("store not rebuilt: %+v", h)
+				}
+			}
+			got := storedSpans(t, d.Client)
+			for i, spans := range per {
+				for _, sp := range spans {
+					if want := i != 1 || tc.rebuilt; (got[refOf(sp)] != nil) != want {
+						t.Fatalf("span of store %d: served %v, want %v", i, got[refOf(sp)] != nil, want)
+					}
+				}
+			}
+			if err := d.Client.Put(context.Background(), workload.Spans(999, 10)...); err != nil {
+				t.Fatalf("write next to a quarantined store: %v", err)
+			}
+			if err := d.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
