@@ -194,9 +194,13 @@ type Query struct {
 	ErrorsOnly       bool
 	Attrs            []trace.Attr // AND of exact matches (value compared as text)
 	Text             string       // case-insensitive substring of any string in the span
-	Spans            bool         // one result per span instead of per trace
-	Limit            int
-	Cursor           string
+	// TextExact, when set, requires this exact string among the span's
+	// strings (its type, attribute keys and values, record methods,
+	// exception classes and messages); it cannot be combined with Text.
+	TextExact string
+	Spans     bool // one result per span instead of per trace
+	Limit     int
+	Cursor    string
 }
 
 // Result is one page of search results, newest first.
@@ -457,6 +461,16 @@ func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cu
 		}
 		iq.Attrs = append(iq.Attrs, index.KV{Key: k, Value: v})
 	}
+	if q.TextExact != "" {
+		if q.Text != "" {
+			return iq, false, fmt.Errorf("%w: text and an exact text cannot be combined", ErrInvalid)
+		}
+		id, ok, err := s.text.Lookup(q.TextExact)
+		if err != nil || !ok {
+			return iq, false, err
+		}
+		iq.TextAny = []uint64{id}
+	}
 	if q.Text != "" {
 		ids, truncated, err := s.text.Search(ctx, q.Text, maxTextIDs)
 		if err != nil {
@@ -577,4 +591,49 @@ func decodeCursor(s string) (index.Cursor, error) {
 	copy(c.TraceID[:], b[8:24])
 	c.SpanID = binary.BigEndian.Uint64(b[24:])
 	return c, nil
+}
+
+// TraceHead summarizes a trace from its index records and one span read:
+// its root span (the earliest stored span without a parent, read as a
+// summary: its root record's own fields, no record tree; nil when every
+// span has a parent), the trace's time range over all its spans and how many spans it
+// has. It never reads the other spans.
+func (db *DB) TraceHead(ctx context.Context, id trace.TraceID) (root *trace.Span, startNS, endNS int64, spans int, err error) {
+	stores, release := db.snapshot()
+	defer release()
+	var rootRef *hit
+	seen := map[uint64]bool{}
+	for _, s := range stores {
+		refs, err := s.meta.TraceSpans(id)
+		if err != nil {
+			return nil, 0, 0, 0, fmt.Errorf("store %s: trace %s: %w", StoreName(s.id), id, err)
+		}
+		for _, r := range refs {
+			if !seen[r.SpanID] {
+				seen[r.SpanID] = true
+				spans++
+			}
+			if spans == 1 || r.StartNS < startNS {
+				startNS = r.StartNS
+			}
+			if e := r.StartNS + r.DurationNS; spans == 1 || e > endNS {
+				endNS = e
+			}
+			if r.ParentID == 0 && r.ChunkNum <= 1 && (rootRef == nil || r.StartNS < rootRef.ref.StartNS) {
+				rootRef = &hit{store: s, ref: r}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, 0, 0, 0, err
+		}
+	}
+	if spans == 0 {
+		return nil, 0, 0, 0, fmt.Errorf("trace %s: %w", id, ErrNotFound)
+	}
+	if rootRef != nil {
+		if root, err = db.readSummary(rootRef.store, rootRef.ref.Loc); err != nil {
+			return nil, 0, 0, 0, err
+		}
+	}
+	return root, startNS, endNS, spans, nil
 }

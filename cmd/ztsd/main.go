@@ -37,8 +37,10 @@ import (
 	"github.com/ztsd/ztsd/ingest/otlp"
 	"github.com/ztsd/ztsd/ingest/zorka"
 	buildversion "github.com/ztsd/ztsd/internal/version"
+	"github.com/ztsd/ztsd/jaegerapi"
 	"github.com/ztsd/ztsd/server"
 	"github.com/ztsd/ztsd/storedir"
+	"github.com/ztsd/ztsd/tempoapi"
 	"github.com/ztsd/ztsd/trace"
 )
 
@@ -231,6 +233,10 @@ func (d *daemonState) serve() error {
 	if d.cfg.Pprof {
 		routes = pprofRoutes()
 	}
+	// The Jaeger and Tempo query APIs (Grafana, Jaeger UI): read access.
+	tempo := tempoapi.New(d.db, d.log)
+	routes = append(routes, jaegerapi.New(d.db, d.log, tempo.TraceV1Handler()).Routes()...)
+	routes = append(routes, tempo.Routes()...)
 	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
 		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt), Routes: routes})
 	if d.cfg.OTLPGRPCListen != "" {

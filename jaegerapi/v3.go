@@ -1,0 +1,163 @@
+package jaegerapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ztsd/ztsd/queryapi"
+	"github.com/ztsd/ztsd/storedir"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// v3Error writes the grpc-gateway error body jaeger-query's v3 API writes.
+func (a *API) v3Error(w http.ResponseWriter, r *http.Request, err error) {
+	st := statusOf(err)
+	if errors.Is(err, storedir.ErrNotFound) {
+		st = http.StatusNotFound
+	}
+	if st >= 500 {
+		a.log.Error("jaeger v3 API request failed", "path", r.URL.Path, "err", err)
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"httpCode": st, "message": err.Error()}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(st)
+	w.Write(append(body, '\n'))
+}
+
+func (a *API) handleV3Services(w http.ResponseWriter, r *http.Request) {
+	svcs, err := queryapi.Services(r.Context(), a.db)
+	if err != nil {
+		a.v3Error(w, r, err)
+		return
+	}
+	writeJSON(w, map[string]any{"services": svcs})
+}
+
+func (a *API) handleV3Operations(w http.ResponseWriter, r *http.Request) {
+	ops, err := a.operations(r.Context(), r.FormValue("service"), r.FormValue("span_kind"))
+	if err != nil {
+		a.v3Error(w, r, err)
+		return
+	}
+	writeJSON(w, map[string]any{"operations": ops})
+}
+
+func (a *API) handleV3Trace(w http.ResponseWriter, r *http.Request) {
+	id, err := parseTraceID(r.PathValue("id"))
+	if err != nil {
+		a.v3Error(w, r, &BadRequest{fmt.Sprintf("malformed parameter trace_id: %v", err)})
+		return
+	}
+	roots, err := a.db.GetTrace(r.Context(), id)
+	if err != nil {
+		a.v3Error(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"result":`))
+	if err := queryapi.WriteJSON(w, queryapi.Flatten(roots), queryapi.JSONStyle{}); err != nil {
+		a.log.Error("jaeger v3 API: writing a trace", "trace", id, "err", err)
+		return
+	}
+	w.Write([]byte("}\n"))
+}
+
+// ParseV3Search parses the v3 find-traces parameters: query.service_name,
+// query.operation_name, query.start_time_min and query.start_time_max
+// (RFC 3339, both required), query.duration_min, query.duration_max,
+// query.num_traces (the limit), query.raw_traces (no effect).
+func ParseV3Search(v map[string][]string) (queryapi.Search, error) {
+	get := func(k string) string {
+		if vs := v[k]; len(vs) > 0 {
+			return vs[0]
+		}
+		return ""
+	}
+	var s queryapi.Search
+	c := queryapi.Conjunct{Service: get("query.service_name"), Operation: get("query.operation_name")}
+	tmin, tmax := get("query.start_time_min"), get("query.start_time_max")
+	if tmin == "" || tmax == "" {
+		return s, &BadRequest{"query.start_time_min and query.start_time_max are required"}
+	}
+	for _, t := range []struct {
+		key, val string
+		dst      *int64
+	}{{"query.start_time_min", tmin, &s.SinceNS}, {"query.start_time_max", tmax, &s.UntilNS}} {
+		tt, err := time.Parse(time.RFC3339Nano, t.val)
+		if err != nil {
+			return s, &BadRequest{fmt.Sprintf("malformed parameter %s: %v", t.key, err)}
+		}
+		*t.dst = tt.UnixNano()
+	}
+	s.UntilNS++
+	var maxDur int64
+	for _, t := range []struct {
+		key string
+		dst *int64
+	}{{"query.duration_min", &c.MinDurationNS}, {"query.duration_max", &maxDur}} {
+		if d := get(t.key); d != "" {
+			dd, err := time.ParseDuration(d)
+			if err != nil || dd < 0 {
+				return s, &BadRequest{fmt.Sprintf("malformed parameter %s: %q is not a duration", t.key, d)}
+			}
+			*t.dst = int64(dd)
+		}
+	}
+	if maxDur != 0 {
+		c.Check = func(sp *trace.Span) bool { return sp.DurationNS <= maxDur }
+	}
+	s.Limit = DefaultLimit
+	if n := get("query.num_traces"); n != "" {
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 0 {
+			return s, &BadRequest{fmt.Sprintf("malformed parameter query.num_traces: %q", n)}
+		}
+		if k > 0 {
+			s.Limit = min(k, storedir.MaxSearchLimit)
+		}
+	}
+	s.Any = []queryapi.Conjunct{c}
+	return s, nil
+}
+
+func (a *API) handleV3Search(w http.ResponseWriter, r *http.Request) {
+	s, err := ParseV3Search(r.URL.Query())
+	if err != nil {
+		a.v3Error(w, r, err)
+		return
+	}
+	hits, _, err := queryapi.FindTraces(r.Context(), a.db, s)
+	if err != nil {
+		a.v3Error(w, r, err)
+		return
+	}
+	if len(hits) == 0 {
+		a.v3Error(w, r, fmt.Errorf("No traces found: %w", storedir.ErrNotFound))
+		return
+	}
+	// The v3 API answers one TracesData with every trace's resource spans:
+	// the spans of all hits are written through one writer, trace by trace.
+	var spans []*trace.Span
+	for _, h := range hits {
+		roots, err := a.db.GetTrace(r.Context(), h.TraceID)
+		if errors.Is(err, storedir.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			a.v3Error(w, r, err)
+			return
+		}
+		spans = append(spans, queryapi.Flatten(roots)...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"result":`))
+	if err := queryapi.WriteJSON(w, spans, queryapi.JSONStyle{}); err != nil {
+		a.log.Error("jaeger v3 API: writing traces", "err", err)
+		return
+	}
+	w.Write([]byte("}\n"))
+}
