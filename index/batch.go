@@ -69,22 +69,41 @@ type blockPostings map[postKey][]uint32
 // add adds the entry at offset off with row r: one posting per attribute,
 // and one per text that is not also an attribute value of the entry (those
 // are found through the attribute's list, see Query.TextAny).
+//
+// Its cost is linear in the row's attributes and texts: a row with many
+// attributes looks its texts up in a set of its attribute values.
 func (p blockPostings) add(off uint32, r row) {
 	for _, kv := range r.attrs {
 		k := postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}
 		p[k] = append(p[k], off)
 	}
-texts:
-	for _, t := range r.texts {
+	isValue := func(t uint64) bool {
 		for _, kv := range r.attrs {
 			if kv.Value == t {
-				continue texts
+				return true
 			}
+		}
+		return false
+	}
+	if len(r.attrs) > smallRow {
+		values := make(map[uint64]struct{}, len(r.attrs))
+		for _, kv := range r.attrs {
+			values[kv.Value] = struct{}{}
+		}
+		isValue = func(t uint64) bool { _, ok := values[t]; return ok }
+	}
+	for _, t := range r.texts {
+		if isValue(t) {
+			continue
 		}
 		k := postKey{prefix: prefixText, a: t}
 		p[k] = append(p[k], off)
 	}
 }
+
+// smallRow is the number of attributes up to which scanning them beats
+// building a set.
+const smallRow = 32
 
 // NewBatch starts a batch whose entries follow everything committed so far.
 func (ix *Index) NewBatch() *Batch {
@@ -124,7 +143,7 @@ func (b *Batch) AddSpan(e SpanEntry) {
 // distinct returns a copy of s without repeated elements, in order.
 func distinct[T comparable](s []T) []T {
 	out := make([]T, 0, len(s))
-	if len(s) > 32 {
+	if len(s) > smallRow {
 		seen := make(map[T]struct{}, len(s))
 		for _, x := range s {
 			if _, ok := seen[x]; !ok {
