@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/ztsd/ztsd/trace"
 )
 
 // MaxConfigSize bounds the size of a TOML configuration file.
@@ -105,11 +107,14 @@ type RetentionConfig struct {
 	MaxAge       Duration `toml:"max_age"`
 }
 
+// maxSearchLimit is storedir.MaxSearchLimit (config does not import storedir).
+const maxSearchLimit = 10000
+
 // LimitsConfig bounds what one request may make the daemon decode.
 type LimitsConfig struct {
 	MaxBodySize         Size `toml:"max_body_size"`          // request body, after content decoding
 	MaxTracesPerRequest int  `toml:"max_traces_per_request"` // traces (spans) in one request
-	MaxDepth            int  `toml:"max_depth"`              // nesting of records and exception causes (1 to 10000)
+	MaxDepth            int  `toml:"max_depth"`              // nesting of records (1 to 1000)
 	MaxAttrs            int  `toml:"max_attrs"`              // attributes on one span or record
 	MaxRecordsPerSpan   int  `toml:"max_records_per_span"`   // method-call records in one span
 	MaxStringSize       Size `toml:"max_string_size"`        // one string (name, attribute, message)
@@ -431,8 +436,8 @@ func (c Config) validate() []*KeyError {
 		}
 	}
 	positive("limits.max_traces_per_request", c.Limits.MaxTracesPerRequest)
-	if c.Limits.MaxDepth < 1 || c.Limits.MaxDepth > 10000 {
-		bad("limits.max_depth", "%d is not within 1 to 10000", c.Limits.MaxDepth)
+	if c.Limits.MaxDepth < 1 || c.Limits.MaxDepth > trace.MaxDepth {
+		bad("limits.max_depth", "%d is not within 1 to %d", c.Limits.MaxDepth, trace.MaxDepth)
 	}
 	positive("limits.max_attrs", c.Limits.MaxAttrs)
 	positive("limits.max_records_per_span", c.Limits.MaxRecordsPerSpan)
@@ -441,8 +446,12 @@ func (c Config) validate() []*KeyError {
 		bad("limits.max_string_size", "%s is not positive", c.Limits.MaxStringSize)
 	case c.Limits.MaxStringSize > c.Limits.MaxBodySize:
 		bad("limits.max_string_size", "%s is larger than limits.max_body_size %s", c.Limits.MaxStringSize, c.Limits.MaxBodySize)
+	case c.Limits.MaxStringSize > Size(trace.DefaultLimits().MaxStringLen):
+		bad("limits.max_string_size", "%s is larger than the %s a stored string can hold", c.Limits.MaxStringSize, Size(trace.DefaultLimits().MaxStringLen))
 	}
-	positive("limits.max_search_limit", c.Limits.MaxSearchLimit)
+	if c.Limits.MaxSearchLimit < 1 || c.Limits.MaxSearchLimit > maxSearchLimit {
+		bad("limits.max_search_limit", "%d is not within 1 to %d", c.Limits.MaxSearchLimit, maxSearchLimit)
+	}
 
 	if c.Zorka.SessionIdleTimeout <= 0 {
 		bad("zorka.session_idle_timeout", "%s is not positive", c.Zorka.SessionIdleTimeout)

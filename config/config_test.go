@@ -162,7 +162,7 @@ func TestParseErrors(t *testing.T) {
 		{"mode int", "socket_mode = 0o660", "socket_mode", 1, "incompatible types"},
 		{"mode string", "socket_mode = \"rw\"", "socket_mode", 1, "want octal digits"},
 		{"mode range", "socket_mode = \"1660\"", "socket_mode", 1, "within 0777"},
-		{"max_depth", "[limits]\nmax_depth = 0", "limits.max_depth", 2, "not within 1 to 10000"},
+		{"max_depth", "[limits]\nmax_depth = 0", "limits.max_depth", 2, "not within 1 to 1000"},
 		{"max_attrs", "[limits]\nmax_attrs = -3", "limits.max_attrs", 2, "not positive"},
 		{"retention negative", "[retention]\nmax_stores = -1", "retention.max_stores", 2, "negative"},
 		// Paths and addresses.

@@ -42,6 +42,9 @@ func (s *Server) registerAgent(sessions *zorka.Sessions) {
 			return agentError(err)
 		}
 		if len(spans) > 0 {
+			if err := s.limits.Load().Ingest.CheckSpans(spans); err != nil {
+				return err
+			}
 			if err := s.db.Append(r.Context(), spans); err != nil {
 				return err
 			}

@@ -37,12 +37,21 @@ import (
 type Limits struct {
 	MaxBodySize         int64
 	MaxTracesPerRequest int
-	Decode              trace.Limits
+	// MaxSearchLimit is the largest limit= a search may ask for (at most
+	// storedir.MaxSearchLimit).
+	MaxSearchLimit int
+	// Decode bounds what the body decoders build (memory safety).
+	Decode trace.Limits
+	// Ingest are the documented per-span limits (max_attrs, max_string_size,
+	// max_records_per_span, max_depth) every write path checks before
+	// storing: 400, or 413 for max_string_size, naming the limit.
+	Ingest trace.IngestLimits
 }
 
 // DefaultLimits are the embedded defaults.
 func DefaultLimits() Limits {
-	return Limits{MaxBodySize: 64 << 20, MaxTracesPerRequest: 100000, Decode: trace.DefaultLimits()}
+	return Limits{MaxBodySize: 64 << 20, MaxTracesPerRequest: 100000, MaxSearchLimit: storedir.MaxSearchLimit, Decode: trace.DefaultLimits(),
+		Ingest: trace.DefaultIngestLimits()}
 }
 
 // Options configure a Server.
@@ -140,6 +149,9 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 // SetLimits replaces the request limits (SIGHUP).
 func (s *Server) SetLimits(l Limits) { s.limits.Store(&l) }
 
+// Limits returns the request limits in force.
+func (s *Server) Limits() Limits { return *s.limits.Load() }
+
 // SetAccess replaces the access lists (SIGHUP).
 func (s *Server) SetAccess(a Access) { s.access.Store(&a) }
 
@@ -209,9 +221,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 func StatusOf(err error) (int, string) {
 	var ae *Error
 	var mbe *http.MaxBytesError
+	var le *trace.LimitError
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, ae.Code
+	case errors.As(err, &le):
+		if le.Size {
+			return http.StatusRequestEntityTooLarge, "too_large"
+		}
+		return http.StatusBadRequest, "limit_exceeded"
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case errors.Is(err, storedir.ErrNotFound):
@@ -276,6 +294,9 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(spans) == 0 {
 		return badRequest("request body holds no spans")
+	}
+	if err := lim.Ingest.CheckSpans(spans); err != nil {
+		return err
 	}
 	for i, sp := range spans {
 		if err := sp.Validate(); err != nil {
@@ -529,6 +550,9 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	q, err := ParseSearch(r.URL.Query())
 	if err != nil {
 		return err
+	}
+	if max := s.limits.Load().MaxSearchLimit; max > 0 && q.Limit > max {
+		return badRequest("limit=%d exceeds max_search_limit (%d)", q.Limit, max)
 	}
 	res, err := s.db.Search(r.Context(), q)
 	if err != nil {

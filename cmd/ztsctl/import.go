@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/ingest"
 	"github.com/ztsd/ztsd/ingest/atf"
 	"github.com/ztsd/ztsd/ingest/dial9"
@@ -127,16 +128,23 @@ func importJSON(ctx context.Context, path string, opts ingest.Options, emit inge
 	return sum, nil
 }
 
-// spanSink batches spans to the daemon or into a stopped data directory.
+// spanSink batches spans to the daemon or into a stopped data directory,
+// checking each against the daemon's per-span limits first.
 type spanSink struct {
 	put     func(ctx context.Context, spans []*trace.Span) error
+	limits  trace.IngestLimits
 	pending []*trace.Span
 	batch   int
 	stored  int64
 	bar     *countBar // spans stored, on a terminal
+	seen    int64
 }
 
 func (s *spanSink) add(ctx context.Context, sp *trace.Span) error {
+	s.seen++
+	if err := s.limits.CheckSpan(sp); err != nil {
+		return fmt.Errorf("span %d (trace %s): %w (see [limits] in the daemon's config; --config names it)", s.seen, sp.TraceID, err)
+	}
 	s.pending = append(s.pending, sp)
 	if len(s.pending) >= s.batch {
 		return s.flush(ctx)
@@ -158,7 +166,7 @@ func (s *spanSink) flush(ctx context.Context) error {
 }
 
 func newImportCmd(a *app) *cobra.Command {
-	var format, storeDir string
+	var format, storeDir, configPath string
 	var keepGoing, dryRun bool
 	var batch int
 	cmd := &cobra.Command{
@@ -184,7 +192,15 @@ written by export --format json). It prints one JSON summary per PATH:
 				return usageErr("--batch must be at least 1")
 			}
 			ctx := cmd.Context()
-			sink := &spanSink{batch: batch}
+			cfg := config.Default()
+			if configPath != "" {
+				var err error
+				if cfg, err = config.Load(configPath); err != nil {
+					return usageErr("--config: %v", err)
+				}
+			}
+			sink := &spanSink{batch: batch, limits: trace.IngestLimits{MaxAttrs: cfg.Limits.MaxAttrs,
+				MaxStringSize: int(cfg.Limits.MaxStringSize), MaxRecordsPerSpan: cfg.Limits.MaxRecordsPerSpan, MaxDepth: cfg.Limits.MaxDepth}}
 			switch {
 			case dryRun:
 				sink.put = func(context.Context, []*trace.Span) error { return nil }
@@ -257,6 +273,7 @@ written by export --format json). It prints one JSON summary per PATH:
 	f := cmd.Flags()
 	f.StringVar(&format, "format", "auto", "auto, zorka, wtf, dial9, atf or json")
 	f.StringVar(&storeDir, "store", "", "write into this stopped data directory instead of the daemon")
+	f.StringVar(&configPath, "config", "", "the daemon's ztsd.toml: its [limits] apply to every span before it is submitted (default: the built-in limits)")
 	f.BoolVar(&keepGoing, "keep-going", false, "keep what decoded before a decode error, reported as a warning")
 	f.BoolVar(&dryRun, "dry-run", false, "decode and summarise only; store nothing")
 	f.IntVar(&batch, "batch", 2000, "spans per request")

@@ -157,7 +157,9 @@ func storeOptions(cfg config.Config, log *slog.Logger, obs storedir.Observer) (s
 	o.MaxStoreAge = time.Duration(cfg.Store.MaxStoreAge)
 	o.ChunkTargetSize = int(cfg.Store.ChunkTargetSize)
 	o.Retention = retention(cfg)
-	o.Limits = decodeLimits(cfg)
+	// Reading the data files applies no request limit: a store keeps what
+	// was accepted under the limits in force when it was written.
+	o.Limits = trace.DefaultLimits()
 	o.Logger = log
 	o.Observer = obs
 	return o, nil
@@ -168,6 +170,8 @@ func retention(cfg config.Config) storedir.Retention {
 		MaxAge: time.Duration(cfg.Retention.MaxAge)}
 }
 
+// decodeLimits bound what the request body decoders build; the documented
+// per-span limits are ingestLimits, checked after decoding.
 func decodeLimits(cfg config.Config) trace.Limits {
 	l := trace.DefaultLimits()
 	if cfg.Limits.MaxDepth > 0 {
@@ -176,11 +180,19 @@ func decodeLimits(cfg config.Config) trace.Limits {
 	return l
 }
 
+// ingestLimits are the [limits] every write path checks per span.
+func ingestLimits(cfg config.Config) trace.IngestLimits {
+	return trace.IngestLimits{MaxAttrs: cfg.Limits.MaxAttrs, MaxStringSize: int(cfg.Limits.MaxStringSize),
+		MaxRecordsPerSpan: cfg.Limits.MaxRecordsPerSpan, MaxDepth: cfg.Limits.MaxDepth}
+}
+
 func serverLimits(cfg config.Config) server.Limits {
 	l := server.DefaultLimits()
 	l.MaxBodySize = int64(cfg.Limits.MaxBodySize)
 	l.MaxTracesPerRequest = cfg.Limits.MaxTracesPerRequest
+	l.MaxSearchLimit = cfg.Limits.MaxSearchLimit
 	l.Decode = decodeLimits(cfg)
+	l.Ingest = ingestLimits(cfg)
 	return l
 }
 
@@ -227,7 +239,8 @@ func (d *daemonState) serve() error {
 
 	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout)})
 	otlpOpt := otlp.Options{MaxBodySize: int64(d.cfg.Limits.MaxBodySize), MaxSpansPerRequest: d.cfg.Limits.MaxTracesPerRequest,
-		Limits: decodeLimits(d.cfg), Status: server.StatusOf, Logger: d.log}
+		Limits: decodeLimits(d.cfg), Status: server.StatusOf, Logger: d.log,
+		Ingest: func() trace.IngestLimits { return d.srv.Limits().Ingest }}
 	counted := server.IngestCounter{Appender: d.db, Metrics: metrics}
 	var routes []server.Route
 	if d.cfg.Pprof {

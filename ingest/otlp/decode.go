@@ -45,6 +45,13 @@ type Options struct {
 	// Limits bound what one span may hold (MaxStringLen, MaxRecords); zero
 	// fields mean trace.DefaultLimits.
 	Limits trace.Limits
+	// Ingest returns the documented per-span limits (max_attrs,
+	// max_string_size, max_records_per_span, max_depth) in force; a span
+	// beyond them fails the whole request with ErrLimit (HTTP 400, or 413
+	// for max_string_size; gRPC INVALID_ARGUMENT or RESOURCE_EXHAUSTED).
+	// It is a function so that a reloaded configuration applies. Nil means
+	// trace.DefaultIngestLimits.
+	Ingest func() trace.IngestLimits
 	// Status maps an Append error to an HTTP status and an error code (the
 	// daemon passes server.StatusOf). Nil means a mapping that knows only
 	// context errors and ENOSPC/EDQUOT (503) and answers 500 otherwise.
@@ -79,6 +86,9 @@ func (o Options) withDefaults() Options {
 	if o.Status == nil {
 		o.Status = defaultStatus
 	}
+	if o.Ingest == nil {
+		o.Ingest = trace.DefaultIngestLimits
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +116,9 @@ var (
 	// ErrTooLarge marks a body or request beyond Options.MaxBodySize or
 	// Options.MaxSpansPerRequest (HTTP 413, gRPC RESOURCE_EXHAUSTED).
 	ErrTooLarge = errors.New("OTLP request too large")
+	// ErrLimit marks a request holding a span beyond Options.Ingest; the
+	// error also wraps the *trace.LimitError naming the limit.
+	ErrLimit = errors.New("OTLP span beyond a configured limit")
 	// ErrUnsupportedMediaType marks a content type or content encoding
 	// other than OTLP's (HTTP 415).
 	ErrUnsupportedMediaType = errors.New("unsupported media type")

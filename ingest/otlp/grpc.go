@@ -64,7 +64,7 @@ func (s *grpcService) Export(ctx context.Context, req *collectortrace.ExportTrac
 	defer s.inFlight.release()
 	spans, rejected, msg, err := mapRequest(req, nil, s.opt)
 	if err != nil {
-		if errors.Is(err, ErrTooLarge) {
+		if requestErrorStatus(err) == http.StatusRequestEntityTooLarge {
 			return nil, status.Error(codes.ResourceExhausted, err.Error())
 		}
 		return nil, status.Error(codes.InvalidArgument, err.Error())

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/ztsd/ztsd/trace"
 )
 
 // How long a client is told to wait (Retry-After, RetryInfo).
@@ -190,7 +192,12 @@ func (h *httpHandler) putBuffer(b *bytes.Buffer) {
 
 // requestErrorStatus is the HTTP status of a request-level decode error.
 func requestErrorStatus(err error) int {
+	var le *trace.LimitError
 	switch {
+	case errors.As(err, &le) && le.Size:
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrLimit):
+		return http.StatusBadRequest
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrUnsupportedMediaType):

@@ -80,6 +80,7 @@ func mapRequest(req *collectortrace.ExportTraceServiceRequest, badIDs map[*trace
 	}
 	m := &mapper{opt: opt, total: total}
 	spans := make([]*trace.Span, 0, total)
+	ingest := opt.Ingest()
 	for ri, rs := range req.GetResourceSpans() {
 		resource, resErr := m.resourceAttrs(rs)
 		for si, ss := range rs.GetScopeSpans() {
@@ -101,6 +102,9 @@ func mapRequest(req *collectortrace.ExportTraceServiceRequest, badIDs map[*trace
 				if err != nil {
 					m.reject(fmt.Sprintf("resourceSpans[%d].scopeSpans[%d].spans[%d]", ri, si, pi), ps, err)
 					continue
+				}
+				if err := ingest.CheckSpan(s); err != nil {
+					return nil, 0, "", fmt.Errorf("%w: resourceSpans[%d].scopeSpans[%d].spans[%d]: %w", ErrLimit, ri, si, pi, err)
 				}
 				spans = append(spans, s)
 			}
