@@ -134,8 +134,8 @@ func TestGrafanaJaegerDataSource(t *testing.T) {
 	if code != 200 || len(services) == 0 || r.Total != len(services) || r.Errors != nil {
 		t.Fatalf("/api/services: %d %s", code, body)
 	}
-	for _, want := range []string{"checkout", "payments", "zorka:http", "wtf:cff-js-node.wtf-trace",
-		"atf:session_20250101_120000/pid_4242/thread_0/index.atf", "dial9:demo-2026-03-18-small.bin"} {
+	for _, want := range []string{"checkout", "payments", "zorka http", "wtf cff-js-node.wtf-trace",
+		"atf session_20250101_120000/pid_4242/thread_0/index.atf", "dial9 demo-2026-03-18-small.bin"} {
 		if !sort.StringsAreSorted(services) || !contains(services, want) {
 			t.Errorf("services %v: want %q, sorted", services, want)
 		}
@@ -145,8 +145,8 @@ func TestGrafanaJaegerDataSource(t *testing.T) {
 	// names need escaping.
 	for svc, want := range map[string]string{
 		"checkout":   "GET /checkout,charge",
-		"zorka:http": "void org.apache.catalina.core.StandardEngineValve.invoke(Request, Response)",
-		"atf:session_20250101_120000/pid_4242/thread_0/index.atf": "main",
+		"zorka http": "void org.apache.catalina.core.StandardEngineValve.invoke(Request, Response)",
+		"atf session_20250101_120000/pid_4242/thread_0/index.atf": "main",
 	} {
 		code, body := get(t, ts, "/api/services/"+encodeURIComponent(svc)+"/operations", h)
 		var r jaegerResponse
@@ -228,10 +228,10 @@ func TestGrafanaJaegerDataSource(t *testing.T) {
 	}
 
 	// Method-call records of other sources: the Zorka trace by id.
-	code, body = get(t, ts, "/api/traces?service=zorka%3Ahttp&limit=20&lookback=custom", h)
+	code, body = get(t, ts, "/api/traces?service=zorka%20http&limit=20&lookback=custom", h)
 	decode(t, body, &r)
 	decode(t, r.Data, &traces)
-	if code != 200 || len(traces) != 1 || traces[0].Processes["p1"].ServiceName != "zorka:http" ||
+	if code != 200 || len(traces) != 1 || traces[0].Processes["p1"].ServiceName != "zorka http" ||
 		traces[0].Spans[0].StartTime != 1556820267280000 {
 		t.Fatalf("zorka search: %d %s", code, body)
 	}
@@ -258,7 +258,7 @@ func contains(list []string, s string) bool {
 func TestRecordsAsChildSpans(t *testing.T) {
 	db := querytest.OpenDB(t, querytest.SampleSpans(t))
 	ts := newServer(t, db)
-	code, body := get(t, ts, "/api/traces?service=wtf%3Acff-js-node.wtf-trace&limit=50", nil)
+	code, body := get(t, ts, "/api/traces?service=wtf%20cff-js-node.wtf-trace&limit=50", nil)
 	var r jaegerResponse
 	decode(t, body, &r)
 	var traces []jTrace
@@ -320,7 +320,7 @@ func TestV3(t *testing.T) {
 	code, body := get(t, ts, "/api/v3/services", nil)
 	var svcs struct{ Services []string }
 	decode(t, body, &svcs)
-	if code != 200 || strings.Join(svcs.Services, ",") != "checkout,otlp,payments" {
+	if code != 200 || strings.Join(svcs.Services, ",") != "checkout,payments" {
 		t.Errorf("v3 services: %d %s", code, body)
 	}
 	code, body = get(t, ts, "/api/v3/operations?service=checkout&span_kind=server", nil)

@@ -29,11 +29,12 @@
 // # Services and operations
 //
 // ServiceOf: service.name when the span has it; a Zorka span without it
-// is "zorka:<component>" (the Zorka component attribute, "http", "db", …),
-// or "zorka"; a WTF, ATF or dial9 span is "<format>:<source.file>", or the
-// format alone; any other span is its source format ("json", "otlp"). A
-// format name alone as a service matches every span of that format. The
-// operation is the root record's method (the OTLP span name).
+// is "zorka <component>" (the Zorka component attribute: "http", "db", …);
+// any other span without it is "<format> <source.file>" (as GET
+// /v1/services names an imported file: "wtf blk-client.wtf-trace"), or
+// its format alone ("zorka" for a live agent span without a component,
+// "json"). A format name alone as a service matches every span of that
+// format. The operation is the root record's method (the OTLP span name).
 //
 // Invariants: every search these APIs run is one or more storedir.Search
 // calls with the filters translated into index terms (attributes, exact

@@ -15,20 +15,19 @@ func ServiceOf(sp *trace.Span) string {
 	if v, ok := sp.Attrs.Get(AttrServiceName); ok && v.Kind == trace.KindString && v.Str != "" {
 		return v.Str
 	}
-	switch sp.Source {
-	case trace.SourceZorka:
+	format := sp.Source
+	if format == "" {
+		format = trace.SourceJSON
+	}
+	if format == trace.SourceZorka {
 		if v, ok := sp.Attrs.Get(AttrComponent); ok && v.Text() != "" {
-			return sp.Source + ":" + v.Text()
-		}
-	case trace.SourceWTF, trace.SourceATF, trace.SourceDial9:
-		if v, ok := sp.Attrs.Get(AttrSourceFile); ok && v.Text() != "" {
-			return sp.Source + ":" + v.Text()
+			return format + " " + v.Text()
 		}
 	}
-	if sp.Source == "" {
-		return trace.SourceJSON
+	if v, ok := sp.Attrs.Get(AttrSourceFile); ok && v.Text() != "" {
+		return format + " " + v.Text()
 	}
-	return sp.Source
+	return format
 }
 
 var formats = []string{trace.SourceZorka, trace.SourceWTF, trace.SourceATF, trace.SourceDial9, trace.SourceJSON, trace.SourceOTLP}
@@ -43,20 +42,23 @@ func isFormat(s string) bool {
 }
 
 // ServiceTerms returns the alternative attribute conjunctions (OR of ANDs)
-// that select the spans of service: always service.name = service, plus
-// the source mapping when service is a format name or "<format>:<x>".
+// that select the spans of service: always service.name = service; for a
+// format name alone, source.format = it; for "<format> <x>", the spans of
+// that format whose source.file is x, and for Zorka also those whose
+// component is x.
 func ServiceTerms(service string) [][]trace.Attr {
 	alts := [][]trace.Attr{{{Key: AttrServiceName, Value: trace.String(service)}}}
-	fmtName, rest, hasRest := strings.Cut(service, ":")
+	format, rest, hasRest := strings.Cut(service, " ")
 	switch {
 	case !hasRest && isFormat(service):
 		alts = append(alts, []trace.Attr{{Key: AttrSourceFormat, Value: trace.String(service)}})
-	case hasRest && fmtName == trace.SourceZorka:
-		alts = append(alts, []trace.Attr{{Key: AttrSourceFormat, Value: trace.String(fmtName)},
-			{Key: AttrComponent, Value: trace.String(rest)}})
-	case hasRest && (fmtName == trace.SourceWTF || fmtName == trace.SourceATF || fmtName == trace.SourceDial9):
-		alts = append(alts, []trace.Attr{{Key: AttrSourceFormat, Value: trace.String(fmtName)},
+	case hasRest && isFormat(format) && rest != "":
+		alts = append(alts, []trace.Attr{{Key: AttrSourceFormat, Value: trace.String(format)},
 			{Key: AttrSourceFile, Value: trace.String(rest)}})
+		if format == trace.SourceZorka {
+			alts = append(alts, []trace.Attr{{Key: AttrSourceFormat, Value: trace.String(format)},
+				{Key: AttrComponent, Value: trace.String(rest)}})
+		}
 	}
 	return alts
 }
@@ -69,7 +71,12 @@ const MaxServiceValues = 10000
 // services listing checks (one search of limit 1 each).
 const MaxMappedServices = 1000
 
-// Services lists every service name (see ServiceOf), sorted.
+// Services lists every service name (see ServiceOf), sorted: the
+// service.name values; "<format> <file>" for each imported source file
+// whose spans have no service.name (as GET /v1/services names them);
+// "zorka <component>" for the Zorka components; and each source format
+// but OTLP (whose spans all name their service) as a service of its own
+// that matches all its spans.
 func Services(ctx context.Context, db *storedir.DB) ([]string, error) {
 	set := map[string]bool{}
 	names, err := db.AttributeValues(ctx, AttrServiceName, MaxServiceValues)
@@ -83,11 +90,11 @@ func Services(ctx context.Context, db *storedir.DB) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("services: %w", err)
 	}
-	hasFile := false
+	hasFiles := false
 	for _, f := range fmts {
-		set[f] = true
-		if f == trace.SourceWTF || f == trace.SourceATF || f == trace.SourceDial9 {
-			hasFile = true
+		if f != trace.SourceOTLP {
+			set[f] = true
+			hasFiles = true
 		}
 		if f != trace.SourceZorka {
 			continue
@@ -97,17 +104,17 @@ func Services(ctx context.Context, db *storedir.DB) ([]string, error) {
 			return nil, fmt.Errorf("services: %w", err)
 		}
 		for _, c := range comps {
-			name := trace.SourceZorka + ":" + c
-			ok, err := anySpan(ctx, db, ServiceTerms(name)[1])
+			res, err := db.Search(ctx, storedir.Query{Attrs: []trace.Attr{{Key: AttrSourceFormat, Value: trace.String(f)},
+				{Key: AttrComponent, Value: trace.String(c)}}, Spans: true, Limit: 1})
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("services: component %q: %w", c, err)
 			}
-			if ok {
-				set[name] = true
+			if len(res.Spans) == 1 {
+				set[ServiceOf(res.Spans[0])] = true
 			}
 		}
 	}
-	if hasFile {
+	if hasFiles {
 		files, err := db.AttributeValues(ctx, AttrSourceFile, MaxMappedServices)
 		if err != nil {
 			return nil, fmt.Errorf("services: %w", err)
@@ -119,9 +126,7 @@ func Services(ctx context.Context, db *storedir.DB) ([]string, error) {
 				return nil, fmt.Errorf("services: source file %q: %w", file, err)
 			}
 			if len(res.Spans) == 1 {
-				if src := res.Spans[0].Source; src == trace.SourceWTF || src == trace.SourceATF || src == trace.SourceDial9 {
-					set[src+":"+file] = true
-				}
+				set[ServiceOf(res.Spans[0])] = true
 			}
 		}
 	}
@@ -131,14 +136,6 @@ func Services(ctx context.Context, db *storedir.DB) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func anySpan(ctx context.Context, db *storedir.DB, attrs []trace.Attr) (bool, error) {
-	res, err := db.Search(ctx, storedir.Query{Attrs: attrs, Spans: true, Limit: 1})
-	if err != nil {
-		return false, fmt.Errorf("services: %v: %w", attrs, err)
-	}
-	return len(res.Spans) > 0, nil
 }
 
 // Operation is an operation name and the span kind it was seen with.

@@ -136,7 +136,7 @@ func TestExpandRecords(t *testing.T) {
 		t.Fatalf("%d view spans, want 3 (the span and 2 record-spans)", len(views))
 	}
 	s, servlet, dao := views[0], views[1], views[2]
-	if s.Name != "Valve.invoke" || s.Service != "zorka:http" || s.Status != queryapi.StatusError || s.Record {
+	if s.Name != "Valve.invoke" || s.Service != "zorka http" || s.Status != queryapi.StatusError || s.Record {
 		t.Errorf("span view: %+v", s)
 	}
 	if len(s.Events) != 1 || s.Events[0].Name != "mark" || s.Events[0].TimeNS != 1_000_005 {
@@ -183,8 +183,8 @@ func TestServiceMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"checkout", "payments", "zorka:http", "wtf:cff-js-node.wtf-trace", "dial9:demo-2026-03-18-small.bin",
-		"atf:session_20250101_120000/pid_4242/thread_0/index.atf", "zorka", "wtf", "atf", "dial9", "otlp"}
+	want := []string{"checkout", "payments", "zorka http", "wtf cff-js-node.wtf-trace", "dial9 demo-2026-03-18-small.bin",
+		"atf session_20250101_120000/pid_4242/thread_0/index.atf", "zorka", "wtf", "atf", "dial9"}
 	have := map[string]bool{}
 	for _, s := range svcs {
 		have[s] = true
@@ -210,12 +210,12 @@ func TestServiceMapping(t *testing.T) {
 			}
 		}
 	}
-	ops, err := queryapi.Operations(ctx, db, "zorka:http", "")
+	ops, err := queryapi.Operations(ctx, db, "zorka http", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ops) != 1 || ops[0].Name != "void org.apache.catalina.core.StandardEngineValve.invoke(Request, Response)" {
-		t.Errorf("zorka:http operations: %+v", ops)
+		t.Errorf("zorka http operations: %+v", ops)
 	}
 	ops, err = queryapi.Operations(ctx, db, "checkout", "client")
 	if err != nil {

@@ -512,47 +512,40 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
-// MaxTagSpans bounds the newest spans a tag-name listing reads: no index
-// lists attribute keys, so the keys are those of recent spans.
+// MaxTagSpans bounds the newest spans a span-name listing reads: no index
+// lists root methods, so the names are those of recent spans.
 const MaxTagSpans = 1000
+
+// MaxTagNames bounds a tag-name listing.
+const MaxTagNames = 10000
 
 var intrinsicTags = []string{"duration", "kind", "name", "status"}
 
-// tagNames lists the attribute keys of the newest MaxTagSpans spans
-// (within the request's start/end), split into resource and span scope.
+// tagNames lists the span attribute keys the index holds, split into
+// resource scope (the OpenTelemetry resource namespaces: service.*,
+// host.*, …) and span scope; the otel.* keys ztsd writes for OTLP fields
+// are the intrinsics and are left out. start and end are checked and, as
+// keys are listed per store, do not narrow the listing.
 func (a *API) tagNames(r *http.Request) (resource, span []string, err error) {
-	var q storedir.Query
-	q.Spans, q.Limit = true, MaxTagSpans
-	for _, t := range []struct {
-		key string
-		dst *int64
-	}{{"start", &q.SinceNS}, {"end", &q.UntilNS}} {
-		if v := r.URL.Query().Get(t.key); v != "" {
-			sec, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || sec < 0 || sec > maxSeconds {
-				return nil, nil, badRequest("%s=%q: want seconds since the epoch", t.key, v)
+	for _, k := range []string{"start", "end"} {
+		if v := r.URL.Query().Get(k); v != "" {
+			if sec, err := strconv.ParseInt(v, 10, 64); err != nil || sec < 0 || sec > maxSeconds {
+				return nil, nil, badRequest("%s=%q: want seconds since the epoch", k, v)
 			}
-			*t.dst = sec * 1e9
 		}
 	}
-	if q.UntilNS != 0 {
-		q.UntilNS += 1e9
-	}
-	res, err := a.db.Search(r.Context(), q)
+	keys, err := a.db.AttributeKeys(r.Context(), MaxTagNames)
 	if err != nil {
 		return nil, nil, err
 	}
 	rs, ss := map[string]bool{queryapi.AttrServiceName: true}, map[string]bool{}
-	for _, sp := range res.Spans {
-		for _, at := range sp.Attrs {
-			if at.Value.Kind == trace.KindList || at.Value.Kind == trace.KindMap || strings.HasPrefix(at.Key, "otel.") {
-				continue
-			}
-			if sp.Source == trace.SourceOTLP && queryapi.IsResourceKey(at.Key) {
-				rs[at.Key] = true
-			} else if sp.Source != trace.SourceOTLP || at.Key != queryapi.AttrSourceFormat {
-				ss[at.Key] = true
-			}
+	for _, k := range keys {
+		switch {
+		case strings.HasPrefix(k, "otel."):
+		case queryapi.IsResourceKey(k):
+			rs[k] = true
+		default:
+			ss[k] = true
 		}
 	}
 	return sortedKeys(rs), sortedKeys(ss), nil

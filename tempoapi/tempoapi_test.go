@@ -247,7 +247,7 @@ func TestSearchQueries(t *testing.T) {
 		`{ status = error || span.link.reason = "x" }`:                       2,
 		`{ duration < 6ms && resource.service.name = "payments" }`:           4,
 		`{ name = "charge" || name = "POST /charge" }`:                       4,
-		`{ name !~ ".*checkout.*" && resource.service.name = "zorka:http" }`: 1,
+		`{ name !~ ".*checkout.*" && resource.service.name = "zorka http" }`: 1,
 		`{ resource.service.name = "atf" && duration > 0ns }`:                2,
 		`{ span.cart.express = true }`:                                       2,
 	} {
