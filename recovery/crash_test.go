@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/internal/workload"
 	"github.com/ztsd/ztsd/recovery/indexswap"
 	"github.com/ztsd/ztsd/storedir"
@@ -164,14 +163,17 @@ func TestRecoverCrashAtEveryStep(t *testing.T) {
 						}
 					}
 					db, err := storedir.Open(context.Background(), cf.dir, testStoreOptions())
-					if err == nil {
-						db.Close()
-					} else {
-						// Before the header is repaired the daemon refuses
-						// the store (and cuts nothing); the operator runs
-						// recover.
-						if !errors.Is(err, chunk.ErrBadHeader) || !strings.Contains(err.Error(), "recover") {
-							t.Fatalf("the daemon's open after the crash: %v", err)
+					if err != nil {
+						t.Fatalf("the daemon's open after the crash: %v", err)
+					}
+					bad := db.Degraded()
+					db.Close()
+					if len(bad) > 0 {
+						// Before the header is repaired the daemon
+						// quarantines the store (and cuts nothing); the
+						// operator runs recover.
+						if len(bad) != 1 || bad[0].State != storedir.StateQuarantined || !strings.Contains(bad[0].Reason, "recover") {
+							t.Fatalf("the daemon's open after the crash: %+v", bad)
 						}
 						if _, err := RecoverDataDir(context.Background(), cf.dir, Options{}); err != nil {
 							t.Fatalf("recovery after the daemon refused: %v", err)

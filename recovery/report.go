@@ -142,9 +142,12 @@ func optionsText(compression string, checksums bool) string {
 type Problem struct {
 	Store string `json:"store,omitempty"`
 	// Kind classifies the problem: props, header, master, chunk, tail,
-	// index-missing, index-corrupt, index-lag, index-ahead,
+	// index-missing, index-corrupt, index-ahead,
 	// unindexed-chunk, dangling-entry, entry-mismatch, text-missing-string,
 	// swap-pending, no-data-file, io.
+	// Index lag (an index behind its data file, or an index directory
+	// nothing was flushed to) is what a crash leaves and what the daemon
+	// heals when it opens the store: a note, never a problem.
 	Kind   string `json:"kind"`
 	Offset *int64 `json:"offset,omitempty"`
 	Length int64  `json:"length,omitempty"`

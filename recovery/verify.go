@@ -272,6 +272,9 @@ func (v *storeVerification) checkHeader(f chunk.OSFile, size int64, props *confi
 	}
 	if props != nil {
 		switch {
+		case props.State == config.StateSealed && stored == 0 && size <= chunk.HeaderSize:
+			// No chunks: the checksum over no chunk headers is 0. (What a
+			// sealed store cut to nothing by recover holds.)
 		case props.State == config.StateSealed && stored == 0:
 			v.problem("master", at(8), 4, "config.props says sealed, but the data file carries no master checksum")
 		case props.State == config.StateOpen && stored != 0:
@@ -297,7 +300,11 @@ func (v *storeVerification) openIndexes() {
 	default:
 		ix, err := index.OpenReadOnly(metaPath, index.Options{})
 		if err != nil {
-			v.problem(indexErrorKind(err, index.ErrNoIndex, metaPath), nil, 0, "metadata index: %v", err)
+			if kind := indexErrorKind(err, index.ErrNoIndex, metaPath); kind != "index-missing" {
+				v.problem(kind, nil, 0, "metadata index: %v", err)
+			} else {
+				v.noteEmptyIndex("metadata", MetaDir)
+			}
 			break
 		}
 		if _, err := ix.CheckIntegrity(); err != nil {
@@ -328,7 +335,11 @@ func (v *storeVerification) openIndexes() {
 	}
 	tx, err := openTextReadOnly(textPath)
 	if err != nil {
-		v.problem(indexErrorKind(err, textindex.ErrNoIndex, textPath), nil, 0, "text index: %v", err)
+		if kind := indexErrorKind(err, textindex.ErrNoIndex, textPath); kind != "index-missing" {
+			v.problem(kind, nil, 0, "text index: %v", err)
+		} else {
+			v.noteEmptyIndex("text", TextDir)
+		}
 		return
 	}
 	if v.textWM, err = tx.Watermark(); err != nil {
@@ -344,6 +355,17 @@ func (v *storeVerification) openIndexes() {
 // for an empty directory, "index-corrupt" otherwise — including a
 // directory that holds sstables in which Pebble finds no index (a damaged
 // MANIFEST makes Pebble see an empty database).
+// noteEmptyIndex reports an index directory that exists but holds nothing:
+// Pebble runs the indexes without a WAL, so after a crash (kill -9, power
+// loss) an index nothing was flushed to is empty. That is index lag, not
+// damage: the daemon indexes the whole data file when it opens the store.
+func (v *storeVerification) noteEmptyIndex(which, dir string) {
+	v.sv.note("index lag: the %s index %s/ holds nothing yet (not flushed before a crash or stop); the daemon indexes the data file when it opens the store", which, dir)
+}
+
+// indexErrorKind classifies an error opening an index directory that
+// exists: index-missing when it holds no table (nothing was ever flushed
+// to it), index-corrupt otherwise.
 func indexErrorKind(err, errNoIndex error, dir string) string {
 	if !errors.Is(err, errNoIndex) {
 		return "index-corrupt"
@@ -535,7 +557,9 @@ func (v *storeVerification) checkWatermark(which string, wm, end, lastEnd, size 
 	case wm > size:
 		v.problem("index-ahead", at(wm), 0, "the %s index claims the data file up to %d, but it has %d bytes (the daemon rebuilds both indexes when it starts)", which, wm, size)
 	case wm < lastEnd && wm < end:
-		v.problem("index-lag", at(wm), end-wm, "the %s index covers the data file up to %d, the data goes on to %d (the daemon indexes the rest when it starts)", which, wm, end)
+		// What a crash leaves (the indexes have no WAL), healed when the
+		// daemon opens the store: a note, not a problem.
+		v.sv.note("index lag: the %s index covers the data file up to %d, the data goes on to %d (%d bytes); the daemon indexes the rest when it opens the store", which, wm, end, end-wm)
 	}
 }
 

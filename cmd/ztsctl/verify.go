@@ -23,6 +23,9 @@ every bad region; and it checks that both indexes are intact and agree with the
 data file: every indexed chunk exists and holds the indexed spans, every chunk is
 indexed, and the text index knows every string. It works when the indexes are
 missing. While a daemon holds the data directory only the data files are checked.
+Index lag — an index behind its data file, which a crash (kill -9, power loss)
+leaves because the indexes have no WAL, and which the daemon heals when it opens
+the store — is noted, not counted as a problem.
 
 Exit status: 0 when nothing is wrong, 3 on any problem (or when verify cannot
 run), 2 on bad usage.`,
