@@ -210,7 +210,7 @@ func corruptionCases() []corruptionCase {
 			},
 			// Every later chunk moved: the index points at the wrong bytes.
 			verify: []string{"dangling-entry", "entry-mismatch", "unindexed-chunk"},
-			moved: none, extraChunks: 1,
+			moved:  none, extraChunks: 1,
 		},
 		{
 			name: "delete config.props",
