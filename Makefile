@@ -15,8 +15,11 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
+# run serves the API on ./ztsd.sock and, on UI_LISTEN (loopback), the web UI.
+UI_LISTEN ?= 127.0.0.1:7070
 run: build
-	$(BIN)/ztsd
+	@echo "ztsd web UI: http://$(UI_LISTEN)/"
+	$(BIN)/ztsd --listen $(UI_LISTEN)
 
 vet:
 	$(GO) vet ./...

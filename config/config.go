@@ -58,6 +58,9 @@ type Config struct {
 	// ("127.0.0.1:PORT", "[::1]:PORT", "localhost:PORT"). TCP peers have no
 	// credentials, so Access does not apply to them.
 	Listen string `toml:"listen"`
+	// UI serves the web UI (/search, /trace/{id}, /stores) on the TCP
+	// listener; it acts only when Listen is set.
+	UI bool `toml:"ui"`
 	// OTLPGRPCListen, if set, accepts OTLP/gRPC trace exports on this
 	// address (any host, e.g. "0.0.0.0:4317"), or on a unix socket
 	// ("unix:/path").
@@ -167,6 +170,7 @@ func Default() Config {
 		DataDir:       "./ztsd-data",
 		Socket:        "./ztsd.sock",
 		SocketMode:    "0660",
+		UI:            true,
 		Sync:          SyncBatch,
 		BatchMaxDelay: Duration(time.Millisecond),
 		LogLevel:      LogInfo,

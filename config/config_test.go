@@ -58,6 +58,7 @@ batch_max_delay = "5ms"
 log_level = "debug"
 log_format = "json"
 pprof = true
+ui = false
 [store]
 compression = "zlib"
 checksums = false
@@ -90,7 +91,7 @@ session_idle_timeout = "90s"
 	}
 	want := Config{
 		DataDir: "/srv/ztsd", Socket: "/run/z.sock", SocketMode: "0600", SocketGroup: "tracers",
-		Listen: "127.0.0.1:9411", OTLPGRPCListen: "0.0.0.0:4317", Sync: SyncAlways,
+		Listen: "127.0.0.1:9411", UI: false, OTLPGRPCListen: "0.0.0.0:4317", Sync: SyncAlways,
 		BatchMaxDelay: Duration(5 * time.Millisecond), LogLevel: LogDebug, LogFormat: LogJSON, Pprof: true,
 		Store: StoreConfig{Compression: CompressionZlib, Checksums: false, MaxStoreSize: 2 << 30,
 			MaxStoreAge: Duration(7 * 24 * time.Hour), ChunkTargetSize: 256 << 10},
@@ -304,7 +305,7 @@ func TestDiff(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	keys := Keys()
-	if len(keys) != 31 || keys[0] != "data_dir" || keys[len(keys)-1] != "zorka.session_idle_timeout" {
+	if len(keys) != 32 || keys[0] != "data_dir" || keys[len(keys)-1] != "zorka.session_idle_timeout" {
 		t.Errorf("Keys() = %d keys %q", len(keys), keys)
 	}
 }

@@ -13,6 +13,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"unicode"
 
 	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/export"
 	"github.com/ztsd/ztsd/ingest/zorka"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/trace"
@@ -368,6 +370,12 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badRequest("%v", err)
 	}
+	format := r.URL.Query().Get("format")
+	switch format {
+	case "", "json", "chrome", "svg":
+	default:
+		return badRequest("format=%q: want json, chrome or svg", format)
+	}
 	var roots []*trace.Span
 	var warns []storedir.Warning
 	if sid := r.URL.Query().Get("span"); sid != "" {
@@ -389,7 +397,6 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
 	if len(warns) > 0 {
 		b, err := json.Marshal(warns)
 		if err != nil {
@@ -397,6 +404,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 		}
 		w.Header().Set(WarningsHeader, string(b))
 	}
+	if format == "chrome" || format == "svg" {
+		return writeExport(w, id, roots, format)
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
 	for _, sp := range roots {
 		b, err := sp.MarshalJSON()
 		if err != nil {
@@ -405,6 +416,30 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 		w.Write(append(b, '\n'))
 	}
 	return nil
+}
+
+// writeExport answers GET /v1/traces/{id}?format=chrome|svg with the
+// export package's rendering, as a download named after the trace.
+func writeExport(w http.ResponseWriter, id trace.TraceID, roots []*trace.Span, format string) error {
+	var buf bytes.Buffer
+	var err error
+	ct, ext := "application/json", "chrome.json"
+	if format == "svg" {
+		ct, ext = "image/svg+xml", "svg"
+		err = export.SVG(&buf, roots, export.SVGOptions{})
+		if errors.Is(err, export.ErrNoRecords) {
+			return badRequest("trace %s has no records to draw", id)
+		}
+	} else {
+		err = export.Chrome(&buf, [][]*trace.Span{roots})
+	}
+	if err != nil {
+		return fmt.Errorf("trace %s: %w", id, err)
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=\"%s.%s\"", id, ext))
+	_, err = w.Write(buf.Bytes())
+	return err
 }
 
 // SearchResponse is the body of GET /v1/search.

@@ -608,6 +608,10 @@ type Info struct {
 	// Reason says why a store is not served (quarantined, rebuilding,
 	// orphaned); empty for a store that serves.
 	Reason string `json:"reason,omitempty"`
+	// Compression and Checksums are how the store's chunks are written
+	// (its config.props).
+	Compression string `json:"compression"`
+	Checksums   bool   `json:"checksums"`
 }
 
 func (s *Store) info() Info {
@@ -621,6 +625,7 @@ func (s *Store) info() Info {
 	return Info{IndexLag: lag,
 		ID: StoreName(s.id), State: s.props.State, FirstNS: s.firstNS, LastNS: s.lastNS,
 		Spans: int64(st.Spans), Traces: int64(st.Traces), Chunks: s.chunks, Bytes: dirSize(s.dir),
+		Compression: s.props.Compression, Checksums: s.props.Checksums,
 	}
 }
 

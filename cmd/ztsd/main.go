@@ -42,6 +42,7 @@ import (
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/tempoapi"
 	"github.com/ztsd/ztsd/trace"
+	"github.com/ztsd/ztsd/webui"
 )
 
 // version is set by the linker (-X main.version=...).
@@ -250,6 +251,14 @@ func (d *daemonState) serve() error {
 	tempo := tempoapi.New(d.db, d.log)
 	routes = append(routes, jaegerapi.New(d.db, d.log, tempo.TraceV1Handler()).Routes()...)
 	routes = append(routes, tempo.Routes()...)
+	uiOn := d.cfg.UI && d.cfg.Listen != ""
+	if uiOn {
+		ui, err := webui.New()
+		if err != nil {
+			return err
+		}
+		routes = append(routes, ui.Routes()...)
+	}
 	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
 		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt), Routes: routes})
 	if d.cfg.OTLPGRPCListen != "" {
@@ -296,6 +305,9 @@ func (d *daemonState) serve() error {
 				errc <- fmt.Errorf("serve %s: %w", l.Addr(), err)
 			}
 		}(l)
+	}
+	if uiOn {
+		d.log.Info("web UI", "url", "http://"+listeners[len(listeners)-1].Addr().String()+"/")
 	}
 	go d.housekeeping(ctx)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
@@ -362,6 +374,7 @@ func (d *daemonState) reload() {
 	live := next
 	// Keys that need a restart keep their running values.
 	live.DataDir, live.Socket, live.Listen, live.Sync, live.Store = d.cfg.DataDir, d.cfg.Socket, d.cfg.Listen, d.cfg.Sync, d.cfg.Store
+	live.UI = d.cfg.UI
 	restart := live.Diff(next)
 	d.cfg = live
 	d.log.Info("reload: applied", "changed", changed, "need_restart", restart)

@@ -1,0 +1,539 @@
+package e2e
+
+// Issue 16: the web UI, driven in a real browser (Debian's Chromium through
+// chromedp) against a real daemon holding the real samples.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ztsd/ztsd/internal/daemontest"
+)
+
+// chromiumPath finds a Chromium binary ($ZTSD_CHROMIUM, then the usual
+// names), or "".
+func uiChromium() string {
+	if p := os.Getenv("ZTSD_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser is one headless Chromium tab at 1,280 × 900 px.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	base  string // http://127.0.0.1:PORT
+	shots string
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	chromium := uiChromium()
+	if chromium == "" {
+		t.Skip("no Chromium installed (apt-get install chromium, or set ZTSD_CHROMIUM)")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true), chromedp.Flag("hide-scrollbars", true),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelC(); cancelA() })
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start %s: %v", chromium, err)
+	}
+	shots := os.Getenv("ZTSD_SCREENSHOTS")
+	if shots == "" {
+		shots = t.ArtifactDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, ctx: ctx, base: base, shots: shots}
+}
+
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v\npage text: %s", what, err, b.text("body"))
+	}
+}
+
+// evalJS runs a JavaScript expression (awaiting a promise) and returns its
+// value.
+func evalJS[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("eval %s: %v\npage text: %s", expr, err, b.text("body"))
+	}
+	return v
+}
+
+// open loads a page path and waits until the page's module has rendered
+// (the loading placeholder is gone).
+func (b *browser) open(path string) {
+	b.t.Helper()
+	b.run("open "+path, chromedp.Navigate(b.base+path))
+	b.waitJS("render "+path, `!document.querySelector('#app > .loading') && !document.querySelector('.results > .loading')`)
+}
+
+// waitJS polls a JavaScript expression until it is true (15 s at most).
+func (b *browser) waitJS(what, expr string) {
+	b.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!(`+expr+`)`))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("waiting for %s (%s): %v\npage %s text: %s", what, expr, err, b.location(), b.text("body"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *browser) text(sel string) string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q)||{}).innerText||''`, sel)))
+	return s
+}
+
+func (b *browser) location() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname+location.search`))
+	return s
+}
+
+// screenshot saves the viewport as name.png in the screenshot directory.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", p)
+}
+
+// fitsWidth checks the page needs no horizontal scrolling at 1,280 px.
+func (b *browser) fitsWidth(page string) {
+	b.t.Helper()
+	w := evalJS[int](b, `document.documentElement.scrollWidth`)
+	if w > 1280 {
+		b.t.Errorf("%s is %d px wide, more than the 1,280 px screen", page, w)
+	}
+}
+
+// uiDaemon starts a daemon with the TCP listener (and so the UI) on a free
+// loopback port and returns it with the UI's base URL.
+func uiDaemon(t *testing.T) (*daemontest.Daemon, string) {
+	d := daemontest.New(t, `listen = "127.0.0.1:0"`)
+	d.Start()
+	m := regexp.MustCompile(`msg="web UI" url=(http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(d.Stderr())
+	if m == nil {
+		t.Fatalf("the daemon logged no web UI URL:\n%s", d.Stderr())
+	}
+	return d, m[1]
+}
+
+// bigTrace is a Trace JSON body of one trace with n spans (a 100-ary tree,
+// children inside their parents) each with a root record and one child
+// record.
+func bigTrace(traceID string, n int) []byte {
+	const leafNS, gapNS = 40_000, 5_000
+	kids := make([][]int, n)
+	for i := 1; i < n; i++ {
+		p := (i - 1) / 100
+		kids[p] = append(kids[p], i)
+	}
+	start := make([]int64, n)
+	dur := make([]int64, n)
+	var place func(i int, at int64) int64
+	place = func(i int, at int64) int64 {
+		start[i] = at
+		cur := at + gapNS
+		for _, k := range kids[i] {
+			cur = place(k, cur) + gapNS
+		}
+		if len(kids[i]) == 0 {
+			cur = at + leafNS
+		}
+		dur[i] = cur - at
+		return cur
+	}
+	base := time.Now().Add(-time.Minute).UnixNano()
+	place(0, 0)
+	var buf bytes.Buffer
+	for i := 0; i < n; i++ {
+		parent := ""
+		if i > 0 {
+			parent = fmt.Sprintf("%016x", (i-1)/100+1)
+		}
+		rec := map[string]any{"method": fmt.Sprintf("handle-%d", i%37), "start_ns": 0, "duration_ns": dur[i], "calls": 1, "errors": 0,
+			"children": []any{map[string]any{"method": "db.query", "start_ns": 1000, "duration_ns": 2000, "calls": 1, "errors": 0}}}
+		line := map[string]any{"trace_id": traceID, "span_id": fmt.Sprintf("%016x", i+1), "parent_id": parent, "type": "http",
+			"start_ns": base + start[i], "duration_ns": dur[i], "calls": 2, "errors": 0, "recs": 2, "error": false, "source": "json",
+			"attrs": map[string]any{"service.name": "big-service", "span.index": i}, "root": rec}
+		b, _ := json.Marshal(line)
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes()
+}
+
+func TestWebUI(t *testing.T) {
+	if uiChromium() == "" {
+		t.Skip("no Chromium installed (apt-get install chromium, or set ZTSD_CHROMIUM)")
+	}
+	t0 := time.Now()
+	d, base := uiDaemon(t)
+	wtf, _ := filepath.Glob(sample("wtf", "*.wtf-trace"))
+	ctlImport(t, d, wtf...)
+	ctlImport(t, d, sample("zorka", "traces1-0-agd.cbor"), sample("zorka", "traces1-1-trc.cbor"))
+	ctlImport(t, d, sample("dial9", "demo-2026-05-15.bin"))
+	const bigID = "b16b16b16b16b16b16b16b16b16b16b1"
+	hc := socketHTTP(d.Socket)
+	if r := post(t, hc, "/v1/traces", map[string]string{"Content-Type": "application/x-ndjson"}, bigTrace(bigID, 10_000)); r.status != http.StatusOK {
+		t.Fatalf("put the 10,000-span trace: %d %s", r.status, r.body)
+	}
+	t.Logf("daemon started and samples imported in %v", time.Since(t0).Round(time.Millisecond))
+	b := newBrowser(t, base)
+
+	t.Run("search WTF renderTick", func(t *testing.T) { b.t = t; uiSearchWTF(b) })
+	t.Run("Zorka HTTP attributes", func(t *testing.T) { b.t = t; uiZorka(b) })
+	t.Run("dial9 polls", func(t *testing.T) { b.t = t; uiDial9(b) })
+	t.Run("stores", func(t *testing.T) { b.t = t; uiStores(b) })
+	t.Run("10000 spans", func(t *testing.T) { b.t = t; uiBigTrace(b, bigID) })
+	t.Run("bad input", func(t *testing.T) { b.t = t; uiBadInput(b, d) })
+	t.Logf("TestWebUI took %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// uiSearchWTF is the issue's walk: the search page, filter by
+// source.format=wtf and text renderTick, open a result, expand a record,
+// check the details panel and the flame graph.
+func uiSearchWTF(b *browser) {
+	t := b.t
+	b.open("/")
+	if loc := b.location(); loc != "/search" {
+		t.Errorf("/ shows %s, want /search", loc)
+	}
+	b.waitJS("the source picker lists wtf", `[...document.querySelectorAll('select[name=source] option')].some(o => o.value === 'wtf')`)
+	b.run("fill the search form",
+		chromedp.SetValue(chromedp.CSS(`select[name=source]`), "wtf"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=text]`), "renderTick"),
+		chromedp.Click(chromedp.CSS(`#search-form button[type=submit]`)))
+	b.waitJS("results", `location.search.includes('renderTick') && document.body.dataset.searchDone === location.search`)
+	if loc := b.location(); !strings.Contains(loc, "source=wtf") || !strings.Contains(loc, "text=renderTick") {
+		t.Errorf("the URL %s does not hold the query", loc)
+	}
+	b.waitJS("root names filled in", `[...document.querySelectorAll('.root-name')].every(a => a.textContent.includes('renderTick') || !a.textContent.startsWith('wtf.'))`)
+	n := evalJS[int](b, `document.querySelectorAll('.result-table tbody tr').length`)
+	dots := evalJS[int](b, `document.querySelectorAll('.scatter circle').length`)
+	if n == 0 || dots != n {
+		t.Errorf("%d results, %d dots in the scatter plot", n, dots)
+	}
+	if c := b.text("#result-count"); !strings.Contains(c, "trace") {
+		t.Errorf("result count reads %q", c)
+	}
+	title := evalJS[string](b, `document.querySelector('.result-table tbody td:nth-child(3)').title`)
+	if !strings.HasSuffix(title, "UTC") {
+		t.Errorf("the start cell's hover text %q is not the UTC time", title)
+	}
+	b.fitsWidth("the search page")
+	b.screenshot("search")
+
+	// A search is a link: the same URL loaded afresh gives the same results.
+	loc := b.location()
+	b.open(loc)
+	b.waitJS("results after reload", `document.body.dataset.searchDone === location.search && document.querySelectorAll('.result-table tbody tr').length === `+fmt.Sprint(n))
+
+	// Open the first result.
+	href := evalJS[string](b, `document.querySelector('.result-table .root-name').getAttribute('href')`)
+	b.run("open a result", chromedp.Click(chromedp.CSS(`.result-table .root-name`)))
+	b.waitJS("the trace page", `document.body.dataset.traceReady === 'true' && location.pathname === '`+href+`'`)
+	b.waitJS("waterfall rows", `document.querySelectorAll('.wf-rows .wf-row').length > 1`)
+	before := evalJS[int](b, `document.querySelectorAll('.wf-rows .wf-row').length`)
+	// Collapse and expand a record that has children.
+	b.waitJS("a record with children", `document.querySelector('.wf-row.rec [data-toggle]')`)
+	b.run("collapse a record", chromedp.Click(chromedp.CSS(`.wf-row.rec [data-toggle]`)))
+	after := evalJS[int](b, `new Promise(r => requestAnimationFrame(() => r(document.querySelectorAll('.wf-rows .wf-row').length)))`)
+	if after >= before {
+		t.Errorf("toggling a record: %d rows before, %d after; want fewer", before, after)
+	}
+	b.run("expand it again", chromedp.Click(chromedp.CSS(`.wf-row.rec [data-toggle]`)))
+	after = evalJS[int](b, `new Promise(r => requestAnimationFrame(() => r(document.querySelectorAll('.wf-rows .wf-row').length)))`)
+	if after != before {
+		t.Errorf("expanding the record again: %d rows, want %d", after, before)
+	}
+	// Select a record: the details panel shows it, its span's source.
+	b.run("select a record", chromedp.Click(chromedp.CSS(`.wf-rows .wf-row.rec .label`)))
+	b.waitJS("record details", `document.querySelector('#details h2').textContent.startsWith('Record')`)
+	details := b.text("#details")
+	for _, want := range []string{"Self time", "Source format", "wtf", "Source file", ".wtf-trace", "SPAN ATTRIBUTES"} {
+		if !strings.Contains(details, want) {
+			t.Errorf("the details panel lacks %q:\n%s", want, details)
+		}
+	}
+	if head := b.text(".trace-head"); !strings.Contains(head, "renderTick") && !strings.Contains(b.text("#waterfall"), "renderTick") {
+		t.Errorf("the trace page shows no renderTick:\n%s", head)
+	}
+	crit := evalJS[int](b, `document.querySelectorAll('.wf-row.crit').length`)
+	if crit == 0 {
+		t.Errorf("no row is marked on the critical path")
+	}
+	// Search inside the trace.
+	b.run("find in trace", chromedp.SendKeys(chromedp.CSS(`#find`), "renderTick"))
+	b.waitJS("find matches", `/of \d+/.test(document.querySelector('#find-info').textContent)`)
+	b.fitsWidth("the trace page")
+	b.screenshot("wtf-waterfall")
+
+	// The flame graph and the icicle.
+	b.run("flame graph", chromedp.Click(chromedp.CSS(`.tab[data-view=flame]`)))
+	b.waitJS("flame canvas", `document.querySelector('#flame-canvas') && document.querySelector('#flame-canvas').height > 0`)
+	painted := evalJS[bool](b, `(() => { const c = document.querySelector('#flame-canvas'); const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+		let n = 0; for (let i = 3; i < d.length; i += 4 * 7) if (d[i] > 0) n++; return n > 100; })()`)
+	if !painted {
+		t.Errorf("the flame graph canvas is blank")
+	}
+	if !strings.Contains(b.location(), "view=flame") {
+		t.Errorf("the URL %s does not keep the flame view", b.location())
+	}
+	if hint := b.text(".flame-bar"); !strings.Contains(hint, "call paths") {
+		t.Errorf("flame graph bar reads %q", hint)
+	}
+	b.screenshot("wtf-flame")
+	b.run("icicle", chromedp.Click(chromedp.CSS(`.tab[data-view=icicle]`)))
+	b.screenshot("wtf-icicle")
+
+	// The downloads answer.
+	for _, f := range []string{"", "?format=chrome", "?format=svg"} {
+		status := evalJS[int](b, fmt.Sprintf(`fetch(%q).then(r => r.status)`, "/v1/traces/"+strings.TrimPrefix(href, "/trace/")+f))
+		if status != 200 {
+			t.Errorf("download %s: status %d", f, status)
+		}
+	}
+}
+
+func uiZorka(b *browser) {
+	t := b.t
+	b.open("/search?source=zorka")
+	b.waitJS("zorka result", `document.body.dataset.searchDone === location.search && document.querySelector('.result-table .root-name')`)
+	b.run("open the zorka trace", chromedp.Click(chromedp.CSS(`.result-table .root-name`)))
+	b.waitJS("trace page", `document.body.dataset.traceReady === 'true'`)
+	details := b.text("#details")
+	for _, want := range []string{"http.method", "GET", "http.url", "/index.jsp", "http.status_code", "200", "zorka"} {
+		if !strings.Contains(details, want) {
+			t.Errorf("the Zorka trace's details lack %q:\n%s", want, details)
+		}
+	}
+	b.screenshot("zorka")
+}
+
+func uiDial9(b *browser) {
+	t := b.t
+	b.open("/search?source=dial9&min=1ms")
+	b.waitJS("dial9 results", `document.body.dataset.searchDone === location.search && document.querySelector('.result-table .root-name')`)
+	n := evalJS[int](b, `document.querySelectorAll('.result-table tbody tr').length`)
+	if n != 4 {
+		t.Errorf("dial9 traces with a span of at least 1 ms: %d, want the 4 long polls' active periods", n)
+	}
+	b.screenshot("dial9-search")
+	b.run("open a dial9 trace", chromedp.Click(chromedp.CSS(`.result-table .root-name`)))
+	b.waitJS("trace page", `document.body.dataset.traceReady === 'true'`)
+	polls := evalJS[int](b, `[...document.querySelectorAll('.wf-rows .wf-row.span .label')].filter(e => e.textContent.startsWith('poll ')).length`)
+	if polls == 0 {
+		t.Errorf("the dial9 active period shows no poll spans:\n%s", b.text("#waterfall"))
+	}
+	long := evalJS[bool](b, `[...document.querySelectorAll('.wf-rows .wf-row.span')].some(r => r.querySelector('.label').textContent.startsWith('poll ') && /ms$/.test(r.children[2].textContent) && parseFloat(r.children[2].textContent) >= 1)`)
+	if !long {
+		t.Errorf("no poll of 1 ms or longer is in view")
+	}
+	if head := b.text(".trace-head"); !strings.Contains(head, "dial9") {
+		t.Errorf("the trace header does not name the dial9 source:\n%s", head)
+	}
+	b.screenshot("dial9-trace")
+}
+
+func uiStores(b *browser) {
+	t := b.t
+	b.open("/stores")
+	b.waitJS("store rows", `document.querySelector('.store-table tbody tr')`)
+	table := b.text("#stores")
+	for _, want := range []string{"open", "lz4", "CRC32", "ok"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the stores table lacks %q:\n%s", want, table)
+		}
+	}
+	b.waitJS("an ingest rate", `/spans\/s/.test(document.querySelector('#ingest-rate').textContent)`)
+	b.fitsWidth("the stores page")
+	b.screenshot("stores")
+}
+
+func uiBigTrace(b *browser, id string) {
+	t := b.t
+	start := time.Now()
+	b.run("open the 10,000-span trace", chromedp.Navigate(b.base+"/trace/"+id))
+	b.waitJS("the 10,000-span trace", `document.body.dataset.traceReady === 'true'`)
+	wall := time.Since(start)
+	timing := evalJS[uiTiming](b, `window.ztsdTiming`)
+	rows := evalJS[int](b, `document.querySelectorAll('.wf-rows .wf-row').length`)
+	t.Logf("10,000-span trace (%d nodes): ready %.0f ms after navigation start (fetch %.0f ms, model %.0f ms, first render %.0f ms); %v wall time seen by the test; %d rows in the DOM",
+		timing.Nodes, timing.ReadyMs, timing.FetchMs, timing.BuildMs, timing.RenderMs, wall.Round(time.Millisecond), rows)
+	if timing.Nodes != 20_000 {
+		t.Errorf("the model has %d nodes, want 10,000 spans (their root records merged in) + 10,000 records", timing.Nodes)
+	}
+	if rows == 0 || rows > 200 {
+		t.Errorf("%d waterfall rows in the DOM: want only those in view", rows)
+	}
+	if head := b.text(".trace-head"); !strings.Contains(head, "10,000") {
+		t.Errorf("the header does not count 10,000 spans:\n%s", head)
+	}
+	// Scrolling to the end renders the last rows.
+	evalJS[bool](b, `(() => { const s = document.querySelector('#waterfall'); s.scrollTop = s.scrollHeight; return true; })()`)
+	b.waitJS("rows at the end", `[...document.querySelectorAll('.wf-rows .wf-row')].some(r => +r.dataset.idx > 19000)`)
+	b.screenshot("big-trace")
+}
+
+// uiTiming is window.ztsdTiming, what trace.js measured while opening.
+type uiTiming struct {
+	FetchMs  float64 `json:"fetchMs"`
+	BuildMs  float64 `json:"buildMs"`
+	RenderMs float64 `json:"renderMs"`
+	ReadyMs  float64 `json:"readyMs"`
+	Nodes    int     `json:"nodes"`
+}
+
+func uiBadInput(b *browser, d *daemontest.Daemon) {
+	t := b.t
+	check := func(path, want string) {
+		t.Helper()
+		b.open(path)
+		b.waitJS("an error message for "+path, `document.querySelector('.error-box')`)
+		if msg := b.text(".error-box"); !strings.Contains(msg, want) {
+			t.Errorf("%s shows %q, want it to mention %q", path, msg, want)
+		}
+	}
+	check("/trace/not-a-trace-id", "not a trace id")
+	check("/trace/0123456789abcdef0123456789abcdef", "not in this store")
+	check("/search?min=fast", `min duration "fast"`)
+	check("/search?attr=nocolon", "want key:value")
+	check("/search?range=forever", `time range "forever"`)
+	check("/search?limit=0", "limit")
+	b.screenshot("bad-query")
+
+	// A damaged chunk: put one trace, flip bytes inside the chunk that
+	// holds it, and open it.
+	const id = "dada0000000000000000000000000001"
+	files, _ := filepath.Glob(filepath.Join(d.DataDir, "*", "traces.zts"))
+	sizes := map[string]int64{}
+	for _, f := range files {
+		fi, _ := os.Stat(f)
+		sizes[f] = fi.Size()
+	}
+	body := fmt.Sprintf(`{"trace_id":%q,"span_id":"00000000000000aa","parent_id":"","type":"x","start_ns":%d,"duration_ns":1000,"calls":1,"errors":0,"recs":1,"error":false,"source":"json","root":{"method":"damaged.op","start_ns":0,"duration_ns":1000,"calls":1,"errors":0}}`+"\n",
+		id, time.Now().UnixNano())
+	if r := post(t, socketHTTP(d.Socket), "/v1/traces", map[string]string{"Content-Type": "application/x-ndjson"}, []byte(body)); r.status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	files, _ = filepath.Glob(filepath.Join(d.DataDir, "*", "traces.zts"))
+	damaged := false
+	for _, f := range files {
+		fi, _ := os.Stat(f)
+		from := sizes[f]
+		if fi.Size() <= from {
+			continue
+		}
+		fh, err := os.OpenFile(f, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mid := from + (fi.Size()-from)/2
+		junk := bytes.Repeat([]byte{0xA5}, 8)
+		if _, err := fh.WriteAt(junk, mid-4); err != nil {
+			t.Fatal(err)
+		}
+		fh.Close()
+		damaged = true
+	}
+	if !damaged {
+		t.Fatalf("the put grew no data file")
+	}
+	check("/trace/"+id, "cannot be shown")
+	b.screenshot("damaged-chunk")
+}
+
+// TestWebUIConfig: the ui switch acts. With listen set the UI is on by
+// default; ui = false leaves only the API on the listener.
+func TestWebUIConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		toml   string
+		status int
+	}{
+		{`listen = "127.0.0.1:0"`, http.StatusFound},
+		{"listen = \"127.0.0.1:0\"\nui = false", http.StatusNotFound},
+	} {
+		d := daemontest.New(t, tc.toml)
+		d.Start()
+		m := regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Stderr())
+		if m == nil {
+			t.Fatalf("no TCP listener logged:\n%s", d.Stderr())
+		}
+		hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := hc.Get("http://" + m[1] + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%q: GET / answered %d, want %d", tc.toml, resp.StatusCode, tc.status)
+		}
+		if logged := strings.Contains(d.Stderr(), `msg="web UI"`); logged != (tc.status == http.StatusFound) {
+			t.Errorf("%q: web UI URL logged: %v", tc.toml, logged)
+		}
+		// The API answers on the listener either way.
+		resp, err = hc.Get("http://" + m[1] + "/v1/stores")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%q: GET /v1/stores answered %d", tc.toml, resp.StatusCode)
+		}
+	}
+}

@@ -1,0 +1,317 @@
+// search.js: the search page, /search?…. The URL holds the whole query, so
+// a search is a link; the form writes the URL and the page renders from it.
+//
+// URL parameters: service, source, thread (attribute pickers), op (an
+// operation name, matched as text), attr=key:value (repeatable), text,
+// min and max (durations like 5ms), errors=true, range (15m … 7d, all or
+// custom) with since/until (ISO times) for custom, limit, cursor, page.
+import * as api from './api.js';
+import { el, errorBox, fmtDur, fmtLocal, fmtUTC, nsToDate, fmtInt } from './util.js';
+
+const pickers = [
+  { param: 'service', key: 'service.name', label: 'Service' },
+  { param: 'source', key: 'source.format', label: 'Source format' },
+  { param: 'thread', key: 'thread', label: 'Thread' },
+];
+const ranges = [['all', 'Any time'], ['15m', 'Last 15 minutes'], ['1h', 'Last hour'], ['3h', 'Last 3 hours'],
+  ['6h', 'Last 6 hours'], ['12h', 'Last 12 hours'], ['24h', 'Last 24 hours'], ['2d', 'Last 2 days'],
+  ['7d', 'Last 7 days'], ['custom', 'Absolute range…']];
+const rangeNS = { '15m': 900e9, '1h': 3600e9, '3h': 3 * 3600e9, '6h': 6 * 3600e9, '12h': 12 * 3600e9, '24h': 86400e9, '2d': 2 * 86400e9, '7d': 7 * 86400e9 };
+const limits = [20, 50, 100, 500];
+
+// parseDuration turns "5ms", "1.5s", "250us" or plain nanoseconds into ns.
+export function parseDuration(s) {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m|min|h)?\s*$/.exec(s);
+  if (!m) return null;
+  const mult = { ns: 1, us: 1e3, 'µs': 1e3, ms: 1e6, s: 1e9, m: 60e9, min: 60e9, h: 3600e9 }[m[2] || 'ns'];
+  return Math.round(Number(m[1]) * mult);
+}
+
+// apiQuery maps the page's URL parameters onto /v1/search parameters, or
+// throws an Error naming the bad parameter.
+export function apiQuery(p) {
+  const q = new URLSearchParams();
+  for (const pk of pickers) if (p.get(pk.param)) q.append('attr', `${pk.key}:${p.get(pk.param)}`);
+  for (const a of p.getAll('attr')) {
+    if (!a.includes(':') || a.startsWith(':')) throw new Error(`attribute filter "${a}": want key:value`);
+    q.append('attr', a);
+  }
+  const text = [p.get('op'), p.get('text')].filter(Boolean);
+  if (text.length > 1) throw new Error('an operation and free text cannot both be given: the store matches one text per search');
+  if (text.length) q.set('text', text[0]);
+  if (p.get('min')) {
+    const ns = parseDuration(p.get('min'));
+    if (ns === null) throw new Error(`min duration "${p.get('min')}": want a duration like 5ms, 1.5s or 250us`);
+    q.set('min_duration', String(ns));
+  }
+  if (p.get('max') && parseDuration(p.get('max')) === null) throw new Error(`max duration "${p.get('max')}": want a duration like 5ms, 1.5s or 250us`);
+  if (p.get('errors') === 'true') q.set('errors', 'true');
+  const range = p.get('range') || 'all';
+  if (range === 'custom') {
+    for (const k of ['since', 'until']) {
+      const v = p.get(k);
+      if (!v) continue;
+      const t = new Date(v);
+      if (Number.isNaN(t.getTime())) throw new Error(`${k} "${v}": want a date and time like 2026-05-15T10:00`);
+      q.set(k, t.toISOString());
+    }
+  } else if (range !== 'all') {
+    if (!rangeNS[range]) throw new Error(`time range "${range}": want one of ${Object.keys(rangeNS).join(', ')}, all or custom`);
+    q.set('since', new Date(Date.now() - rangeNS[range] / 1e6).toISOString());
+  }
+  const limit = p.get('limit') || '20';
+  if (!/^\d+$/.test(limit) || +limit < 1 || +limit > 10000) throw new Error(`limit "${limit}": want 1 to 10000`);
+  q.set('limit', limit);
+  if (p.get('cursor')) q.set('cursor', p.get('cursor'));
+  return q;
+}
+
+// rootName is a result's name until its root record is fetched.
+function provisionalName(r) {
+  const a = r.attrs || {};
+  if (a['call.method']) return String(a['call.method']);
+  if (a['http.method'] && a['http.url']) return `${a['http.method']} ${a['http.url']}`;
+  return r.type || r.source || '(unnamed)';
+}
+
+function serviceOf(r) {
+  const a = r.attrs || {};
+  if (a['service.name']) return String(a['service.name']);
+  const parts = [a['source.format'] || r.source, a['source.file'], a['thread']].filter(Boolean);
+  return parts.join(' · ');
+}
+
+// suggest fills a datalist with an attribute's stored values.
+async function suggest(list, key) {
+  try {
+    const vals = await api.attributeValues(key, 200);
+    list.replaceChildren(...vals.map((v) => el('option', { value: v })));
+  } catch (_) {
+    list.replaceChildren();
+  }
+}
+
+function buildForm(p) {
+  const f = el('form', { class: 'search-form', id: 'search-form', autocomplete: 'off' });
+  const row = (label, input) => el('label', { class: 'field' }, el('span', null, label), input);
+  for (const pk of pickers) {
+    const sel = el('select', { name: pk.param, 'data-key': pk.key }, el('option', { value: '' }, 'all'));
+    const cur = p.get(pk.param);
+    if (cur) sel.append(el('option', { value: cur, selected: true }, cur));
+    api.attributeValues(pk.key, 500).then((vals) => {
+      for (const v of vals) if (v !== cur) sel.append(el('option', { value: v }, v));
+      if (vals.length === 0 && !cur) sel.disabled = true;
+    }).catch(() => { /* the search itself will report an unreachable daemon */ });
+    f.append(row(pk.label, sel));
+  }
+  const opList = el('datalist', { id: 'op-list' });
+  f.append(row('Operation', el('input', { name: 'op', value: p.get('op') || '', list: 'op-list', placeholder: 'span or method name' })), opList);
+
+  // Attribute filters: key:value rows with value suggestions for the key.
+  const attrs = el('div', { class: 'attr-rows' });
+  const addAttr = (val) => {
+    const [k, ...rest] = (val || '').split(':');
+    const list = el('datalist', { id: 'vals-' + Math.random().toString(36).slice(2) });
+    const key = el('input', { class: 'attr-key', placeholder: 'key', value: k || '', 'aria-label': 'attribute key' });
+    const value = el('input', { class: 'attr-value', placeholder: 'value', value: rest.join(':'), list: list.id, 'aria-label': 'attribute value' });
+    const load = () => { if (key.value.trim()) suggest(list, key.value.trim()); };
+    key.addEventListener('change', load);
+    value.addEventListener('focus', load, { once: true });
+    const rm = el('button', { type: 'button', class: 'icon', title: 'Remove filter', onclick: () => r.remove() }, '×');
+    const r = el('div', { class: 'attr-row' }, key, el('span', null, '='), value, rm, list);
+    attrs.append(r);
+  };
+  for (const a of p.getAll('attr')) addAttr(a);
+  f.append(el('div', { class: 'field' }, el('span', null, 'Attributes'), attrs,
+    el('button', { type: 'button', class: 'link', onclick: () => addAttr('') }, '+ attribute filter')));
+  f.append(row('Text', el('input', { name: 'text', value: p.get('text') || '', placeholder: 'any string in the span' })));
+  f.append(el('div', { class: 'pair' },
+    row('Min duration', el('input', { name: 'min', value: p.get('min') || '', placeholder: 'e.g. 1ms' })),
+    row('Max duration', el('input', { name: 'max', value: p.get('max') || '', placeholder: 'e.g. 2s' }))));
+  f.append(el('label', { class: 'check' }, el('input', { type: 'checkbox', name: 'errors', checked: p.get('errors') === 'true' }), ' Errors only'));
+  const range = el('select', { name: 'range' }, ranges.map(([v, t]) => el('option', { value: v, selected: (p.get('range') || 'all') === v }, t)));
+  const custom = el('div', { class: 'pair custom-range' },
+    row('From', el('input', { type: 'datetime-local', step: '1', name: 'since', value: p.get('since') || '' })),
+    row('To', el('input', { type: 'datetime-local', step: '1', name: 'until', value: p.get('until') || '' })));
+  const showCustom = () => { custom.hidden = range.value !== 'custom'; };
+  range.addEventListener('change', showCustom);
+  showCustom();
+  f.append(row('Time range', range), custom);
+  f.append(row('Results per page', el('select', { name: 'limit' }, limits.map((n) => el('option', { value: n, selected: String(n) === (p.get('limit') || '20') }, n)))));
+  f.append(el('button', { type: 'submit', class: 'primary' }, 'Find traces'));
+
+  f.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    const fd = new FormData(f);
+    for (const name of ['service', 'source', 'thread', 'op', 'text', 'min', 'max', 'range', 'since', 'until', 'limit']) {
+      const v = (fd.get(name) || '').trim();
+      if (v && !(name === 'range' && v === 'all') && !(name === 'limit' && v === '20')) {
+        if ((name === 'since' || name === 'until') && fd.get('range') !== 'custom') continue;
+        q.set(name, v);
+      }
+    }
+    for (const r of attrs.children) {
+      const k = r.querySelector('.attr-key').value.trim(), v = r.querySelector('.attr-value').value;
+      if (k) q.append('attr', `${k}:${v}`);
+    }
+    if (fd.get('errors')) q.set('errors', 'true');
+    navigate(q);
+  });
+  return f;
+}
+
+function navigate(q) {
+  const s = q.toString();
+  history.pushState(null, '', '/search' + (s ? '?' + s : ''));
+  window.dispatchEvent(new PopStateEvent('popstate'));
+}
+
+// scatter draws duration over start time of the hits (as Jaeger does);
+// a dot links to its trace.
+function scatter(results) {
+  const W = 900, H = 160, L = 56, B = 22, T = 8, R = 10;
+  const svgNS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(svgNS, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  svg.setAttribute('class', 'scatter');
+  svg.setAttribute('preserveAspectRatio', 'none');
+  if (results.length === 0) return svg;
+  const t = results.map((r) => Number(r.start / 1000n)); // µs
+  let t0 = Math.min(...t), t1 = Math.max(...t);
+  if (t1 === t0) { t0 -= 1e6; t1 += 1e6; }
+  const dmax = Math.max(1, ...results.map((r) => r.duration_ns));
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(svgNS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  const x = (v) => L + ((v - t0) / (t1 - t0)) * (W - L - R);
+  const y = (d) => H - B - (d / dmax) * (H - B - T);
+  add('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'axis' });
+  add('line', { x1: L, y1: T, x2: L, y2: H - B, class: 'axis' });
+  for (const f of [0, 0.5, 1]) {
+    add('text', { x: L - 4, y: y(dmax * f) + 4, 'text-anchor': 'end', class: 'tick' }, fmtDur(dmax * f));
+    const tv = t0 + (t1 - t0) * f;
+    add('text', { x: x(tv), y: H - 6, 'text-anchor': f === 0 ? 'start' : f === 1 ? 'end' : 'middle', class: 'tick' }, fmtLocal(new Date(tv / 1e3)));
+  }
+  results.forEach((r, i) => {
+    const a = document.createElementNS(svgNS, 'a');
+    a.setAttribute('href', '/trace/' + r.trace_id);
+    const c = document.createElementNS(svgNS, 'circle');
+    c.setAttribute('cx', x(t[i]));
+    c.setAttribute('cy', y(r.duration_ns));
+    c.setAttribute('r', 4.5);
+    c.setAttribute('class', r.error ? 'dot err' : 'dot');
+    const title = document.createElementNS(svgNS, 'title');
+    title.textContent = `${fmtDur(r.duration_ns)} at ${fmtUTC(nsToDate(r.start))}`;
+    c.append(title);
+    a.append(c);
+    svg.append(a);
+  });
+  return svg;
+}
+
+function resultRow(r) {
+  const d = nsToDate(r.start);
+  const name = el('a', { class: 'root-name', href: '/trace/' + r.trace_id }, provisionalName(r));
+  const recs = el('td', { class: 'num' }, fmtInt(r.recs));
+  const tr = el('tr', { class: r.error ? 'result err' : 'result', dataset: { trace: r.trace_id } },
+    el('td', null, r.error ? el('span', { class: 'err-mark', title: 'has errors' }, '!') : null, name,
+      el('div', { class: 'sub mono' }, r.trace_id)),
+    el('td', null, serviceOf(r)),
+    el('td', { title: fmtUTC(d) }, fmtLocal(d)),
+    el('td', { class: 'num' }, fmtDur(r.duration_ns)),
+    el('td', { class: 'num' }, fmtInt(r.calls)),
+    recs,
+    el('td', { class: 'num' }, fmtInt(r.errors)));
+  tr.nameCell = name;
+  return tr;
+}
+
+// fillNames fetches each result's root span (without its child spans) to
+// show its root record's name, four at a time.
+async function fillNames(rows, signal) {
+  let next = 0;
+  const worker = async () => {
+    while (next < rows.length && !signal.aborted) {
+      const { r, tr } = rows[next++];
+      try {
+        const [sp] = await api.getTrace(r.trace_id, r.span_id, signal);
+        if (sp && sp.root && sp.root.method) tr.nameCell.textContent = sp.root.method;
+      } catch (_) { /* keep the provisional name */ }
+    }
+  };
+  await Promise.all([worker(), worker(), worker(), worker()]);
+}
+
+let inflight = null;
+
+export async function render(app, { params }) {
+  if (inflight) inflight.abort();
+  delete document.body.dataset.searchDone;
+  const ctl = new AbortController();
+  inflight = ctl;
+  document.title = 'Search · ztsd';
+  const results = el('section', { class: 'results', id: 'results' }, el('p', { class: 'loading' }, 'Searching…'));
+  app.replaceChildren(el('div', { class: 'search-page' }, el('aside', { class: 'sidebar' }, buildForm(params)), results));
+
+  let q;
+  try {
+    q = apiQuery(params);
+  } catch (err) {
+    results.replaceChildren(errorBox('Malformed query: ' + err.message));
+    return;
+  }
+  let body;
+  try {
+    body = await api.search(q, ctl.signal);
+  } catch (err) {
+    if (ctl.signal.aborted) return;
+    results.replaceChildren(errorBox(err.message));
+    return;
+  }
+  let hits = body.results;
+  const maxNS = params.get('max') ? parseDuration(params.get('max')) : null;
+  let dropped = 0;
+  if (maxNS !== null) {
+    const keep = hits.filter((r) => r.duration_ns <= maxNS);
+    dropped = hits.length - keep.length;
+    hits = keep;
+  }
+  const page = Number(params.get('page') || '1');
+  const pager = el('div', { class: 'pager' });
+  if (params.get('cursor')) {
+    const first = new URLSearchParams(params);
+    first.delete('cursor'); first.delete('page');
+    pager.append(el('a', { href: '/search?' + first, class: 'button' }, '« First page'));
+  }
+  pager.append(el('span', { class: 'page-no' }, `Page ${page}`));
+  if (body.cursor) {
+    const nq = new URLSearchParams(params);
+    nq.set('cursor', body.cursor); nq.set('page', String(page + 1));
+    pager.append(el('a', { href: '/search?' + nq, class: 'button', id: 'next-page' }, 'Next page »'));
+  }
+  const count = el('h2', { class: 'count', id: 'result-count' },
+    `${hits.length} trace${hits.length === 1 ? '' : 's'}`, body.cursor ? ' (more on the next page)' : '',
+    dropped ? el('span', { class: 'sub' }, ` · ${dropped} longer than ${params.get('max')} hidden on this page`) : null);
+  if (hits.length === 0) {
+    results.replaceChildren(count, el('p', { class: 'empty' }, 'No traces match. Widen the time range or remove a filter.'), pager);
+    document.body.dataset.searchDone = location.search;
+    return;
+  }
+  document.body.dataset.searchDone = location.search;
+  const rows = hits.map((r) => ({ r, tr: resultRow(r) }));
+  const table = el('table', { class: 'result-table' },
+    el('thead', null, el('tr', null, ['Root', 'Service / source', 'Start (local)', 'Duration', 'Calls', 'Records', 'Errors']
+      .map((h, i) => el('th', { class: i >= 3 ? 'num' : null }, h)))),
+    el('tbody', null, rows.map((x) => x.tr)));
+  results.replaceChildren(count, scatter(hits), table, pager);
+  // Operation suggestions: the root names seen here.
+  fillNames(rows, ctl.signal).then(() => {
+    const list = document.getElementById('op-list');
+    if (list) list.replaceChildren(...[...new Set(rows.map((x) => x.tr.nameCell.textContent))].map((v) => el('option', { value: v })));
+  });
+}
