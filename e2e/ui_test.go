@@ -493,7 +493,10 @@ func uiBadInput(b *browser, d *daemontest.Daemon) {
 	if !damaged {
 		t.Fatalf("the put grew no data file")
 	}
-	check("/trace/"+id, "cannot be shown")
+	check("/trace/"+id, "damaged chunk")
+	if msg := b.text(".error-box"); !strings.Contains(msg, "checksum") {
+		t.Errorf("the damaged-chunk message does not say what is wrong: %q", msg)
+	}
 	b.screenshot("damaged-chunk")
 }
 

@@ -53,7 +53,9 @@ export async function search(params, signal) {
   return body;
 }
 
-// getTrace returns the root spans of a trace (child spans in .spans).
+// getTrace returns the root spans of a trace (child spans in .spans) and
+// the warnings about damaged chunks the daemon left out
+// ([{store, offset, error}], from the X-Ztsd-Warnings header).
 export async function getTrace(id, spanID, signal) {
   const q = spanID ? '?span=' + encodeURIComponent(spanID) : '';
   const resp = await request('/v1/traces/' + encodeURIComponent(id) + q, { signal });
@@ -62,7 +64,17 @@ export async function getTrace(id, spanID, signal) {
   for (const line of text.split('\n')) {
     if (line.trim() !== '') roots.push(fixSpan(parseSpanJSON(line)));
   }
-  return roots;
+  let warnings = [];
+  const h = resp.headers.get('X-Ztsd-Warnings');
+  if (h) {
+    try { warnings = JSON.parse(h); } catch (_) { warnings = [{ store: '?', offset: 0, error: h }]; }
+  }
+  return { roots, warnings };
+}
+
+// warningText describes one damaged-chunk warning.
+export function warningText(w) {
+  return `store ${w.store}, chunk at offset ${w.offset}: ${w.error}`;
 }
 
 export function traceURL(id, format) {

@@ -239,12 +239,19 @@ async function fillNames(rows, signal) {
     while (next < rows.length && !signal.aborted) {
       const { r, tr } = rows[next++];
       try {
-        const [sp] = await api.getTrace(r.trace_id, r.span_id, signal);
+        const { roots: [sp] } = await api.getTrace(r.trace_id, r.span_id, signal);
         if (sp && sp.root && sp.root.method) tr.nameCell.textContent = sp.root.method;
       } catch (_) { /* keep the provisional name */ }
     }
   };
   await Promise.all([worker(), worker(), worker(), worker()]);
+}
+
+// warningsBox reports damaged chunks whose spans this page leaves out.
+function warningsBox(warnings) {
+  if (!warnings || !warnings.length) return null;
+  return el('div', { class: 'warn-box', role: 'alert' }, el('strong', null, 'Incomplete: '),
+    `${warnings.length} damaged chunk${warnings.length === 1 ? '' : 's'} left out of these results: `, warnings.map(api.warningText).join('; '));
 }
 
 let inflight = null;
@@ -298,7 +305,7 @@ export async function render(app, { params }) {
     `${hits.length} trace${hits.length === 1 ? '' : 's'}`, body.cursor ? ' (more on the next page)' : '',
     dropped ? el('span', { class: 'sub' }, ` · ${dropped} longer than ${params.get('max')} hidden on this page`) : null);
   if (hits.length === 0) {
-    results.replaceChildren(count, el('p', { class: 'empty' }, 'No traces match. Widen the time range or remove a filter.'), pager);
+    results.replaceChildren(...[count, warningsBox(body.warnings), el('p', { class: 'empty' }, 'No traces match. Widen the time range or remove a filter.'), pager].filter(Boolean));
     document.body.dataset.searchDone = location.search;
     return;
   }
@@ -308,7 +315,7 @@ export async function render(app, { params }) {
     el('thead', null, el('tr', null, ['Root', 'Service / source', 'Start (local)', 'Duration', 'Calls', 'Records', 'Errors']
       .map((h, i) => el('th', { class: i >= 3 ? 'num' : null }, h)))),
     el('tbody', null, rows.map((x) => x.tr)));
-  results.replaceChildren(count, scatter(hits), table, pager);
+  results.replaceChildren(...[count, warningsBox(body.warnings), scatter(hits), table, pager].filter(Boolean));
   // Operation suggestions: the root names seen here.
   fillNames(rows, ctl.signal).then(() => {
     const list = document.getElementById('op-list');

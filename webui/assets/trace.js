@@ -21,9 +21,9 @@ export async function render(app, { arg, params }) {
   }
   app.replaceChildren(el('p', { class: 'loading' }, `Loading trace ${id}…`));
   const t0 = performance.now();
-  let roots;
+  let roots, warnings;
   try {
-    roots = await api.getTrace(id);
+    ({ roots, warnings } = await api.getTrace(id));
   } catch (err) {
     const what = err.status === 404 ? `Trace ${id} is not in this store (${err.message}).` : `Trace ${id} cannot be shown: ${err.message}`;
     app.replaceChildren(errorBox(what, el('a', { href: '/search' }, 'Search traces')));
@@ -31,13 +31,20 @@ export async function render(app, { arg, params }) {
   }
   const t1 = performance.now();
   if (roots.length === 0) {
-    app.replaceChildren(errorBox(`Trace ${id} has no spans.`));
+    app.replaceChildren(errorBox(warnings.length
+      ? `Trace ${id} cannot be shown: all its spans are in damaged chunks (${warnings.map(api.warningText).join('; ')}).`
+      : `Trace ${id} has no spans.`, el('a', { href: '/search' }, 'Search traces')));
     return;
   }
   const model = buildModel(roots);
   const t2 = performance.now();
   const page = new TracePage(app, id, model, params);
   page.mount();
+  if (warnings.length) {
+    app.querySelector('.trace-head').append(el('div', { class: 'warn-box', role: 'alert' },
+      el('strong', null, 'Incomplete: '), `${warnings.length} damaged chunk${warnings.length === 1 ? '' : 's'} left out of this trace: `,
+      warnings.map(api.warningText).join('; ')));
+  }
   // For the browser test and anyone curious: how long opening took, up to
   // the first frame painted with the rows in it (performance.now() counts
   // from the start of the navigation).
