@@ -14,8 +14,11 @@ function when(ns) {
   return el('span', { title: fmtUTC(d) }, fmtLocal(d));
 }
 
+// States of stores the daemon does not serve (storedir's quarantine).
+const outOfService = { quarantined: 'bad', rebuilding: 'warn', orphaned: 'warn' };
+
 function health(s) {
-  if (s.state === 'quarantined' || s.reason) return el('span', { class: 'bad' }, 'quarantined');
+  if (outOfService[s.state] || s.reason) return el('span', { class: outOfService[s.state] || 'bad', title: s.reason || '' }, s.state || 'not served');
   if (s.index_lag_bytes > 0) return el('span', { class: 'warn' }, `re-indexing (${fmtBytes(s.index_lag_bytes)} behind)`);
   return el('span', { class: 'ok' }, 'ok');
 }
@@ -73,10 +76,10 @@ export async function render(app) {
           el('td', { class: 'num' }, fmtBytes(s.bytes)), el('td', null, s.compression || '—'),
           el('td', null, s.checksums === undefined ? '—' : s.checksums ? 'CRC32' : 'off'), el('td', null, health(s)))))));
     }
-    const q = body.quarantined || list.filter((s) => s.state === 'quarantined');
-    quarantine.replaceChildren(...(q.length ? [el('h2', null, 'Quarantined stores'), el('table', { class: 'store-table' },
-      el('thead', null, el('tr', null, el('th', null, 'Store'), el('th', null, 'Reason'))),
-      el('tbody', null, q.map((s) => el('tr', null, el('td', { class: 'mono' }, s.id || s.dir || ''), el('td', null, s.reason || s.error || '')))))] : []));
+    const q = list.filter((s) => outOfService[s.state] || s.reason);
+    quarantine.replaceChildren(...(q.length ? [el('h2', null, 'Stores not served'), el('table', { class: 'store-table', id: 'quarantined' },
+      el('thead', null, el('tr', null, el('th', null, 'Store'), el('th', null, 'State'), el('th', null, 'Reason'))),
+      el('tbody', null, q.map((s) => el('tr', null, el('td', { class: 'mono' }, s.id), el('td', null, health(s)), el('td', null, s.reason || '')))))] : []));
   };
   await refresh();
   timer = setInterval(refresh, REFRESH_MS);
