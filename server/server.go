@@ -4,9 +4,12 @@
 //
 // Invariants:
 //   - A write request is decoded and validated whole before anything is
-//     appended: a request that fails stores nothing of itself.
+//     appended: a request refused as bad input (4xx) stores nothing.
 //   - A write is answered 2xx only after storedir acknowledged it (durable
-//     under the sync policy).
+//     under the sync policy). Any other failure (5xx, 503, the client went
+//     away) may still have stored some or all of the request's spans;
+//     retrying is safe because storedir writes are idempotent by (trace id,
+//     span id, chunk number).
 //   - Every error is JSON {"error": "...", "code": "..."} with the status
 //     DESIGN.md names: 400 bad input, 403 forbidden, 404 unknown trace, 413
 //     too large, 503 disk full or shutting down.
@@ -210,6 +213,12 @@ func badRequest(format string, args ...any) error {
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := StatusOf(err)
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The client went away. A write may still be stored (it was
+		// queued); a retry is harmless (idempotent writes).
+		s.log.Info("client went away before the answer; a write may still have been stored", "method", r.Method, "path", r.URL.Path)
+		return
+	}
 	if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

@@ -75,7 +75,7 @@ func benchAppendSmall(b *testing.B, shape string, reqs [][]*trace.Span, n int) {
 					if i >= int64(b.N) {
 						return
 					}
-					if err := db.Append(ctx, reqs[int(i)%len(reqs)]); err != nil {
+					if err := db.Append(ctx, benchRequest(reqs, int(i))); err != nil {
 						b.Error(err)
 						return
 					}

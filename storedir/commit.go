@@ -31,14 +31,27 @@ type commitReq struct {
 	size      int
 	groupable bool
 	done      chan error
+	// pending are the slots of the request's spans, registered in
+	// db.pending by checkVersions; released once indexed (or failed).
+	pending []versionKey
+}
+
+// finish releases the request's pending slots and answers it.
+func (db *DB) finish(r *commitReq, err error) {
+	db.pending.remove(r.pending)
+	r.done <- err
 }
 
 // Append stores spans durably (under the sync policy) and indexes them.
 // When it returns nil every span is readable and survives a crash (for
 // sync=batch|always). A span without a span id gets a random one; the
-// caller's values are updated in place. On error nothing of the request
-// was acknowledged; chunks already written before a failure stay in the
-// data file and are indexed on the next open (at-least-once).
+// caller's values are updated in place. A validation error (ErrInvalid)
+// stores nothing. Any other error means the request was not acknowledged,
+// not that nothing was stored: chunks written before a failure stay in the
+// data file, and a request whose caller stopped waiting (ctx) once it was
+// queued is still written. Retrying is safe: Append is idempotent (see
+// "Versions" in the package doc). Spans already stored identically are
+// skipped; a request made only of those returns nil at once.
 func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 	if len(spans) == 0 {
 		return nil
@@ -51,21 +64,33 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 			return fmt.Errorf("span %d: %w: %w", i, ErrInvalid, err)
 		}
 	}
-	req, err := db.prepare(spans)
+	vc, err := db.checkVersions(ctx, spans)
 	if err != nil {
 		return err
 	}
+	if len(vc.keep) == 0 {
+		return nil // every span is stored already, identical: durable and indexed
+	}
+	req, err := db.prepare(vc.keep)
+	if err != nil {
+		db.pending.remove(vc.keys)
+		return err
+	}
+	req.pending = vc.keys
 	db.mu.RLock()
 	closed := db.closed
 	db.mu.RUnlock()
 	if closed {
+		db.pending.remove(vc.keys)
 		return ErrClosed
 	}
 	select {
 	case db.commits <- req:
 	case <-db.stop:
+		db.pending.remove(vc.keys)
 		return ErrClosed
 	case <-ctx.Done():
+		db.pending.remove(vc.keys)
 		return ctx.Err()
 	}
 	// Once queued the request will be written; waiting may be abandoned.
@@ -323,7 +348,7 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 	}
 	if err := db.checkSpace(need); err != nil {
 		for _, r := range reqs {
-			r.done <- err
+			db.finish(r, err)
 		}
 		return
 	}
@@ -402,7 +427,7 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 		if errs[i] == nil {
 			errs[i] = res.err
 		}
-		r.done <- errs[i]
+		db.finish(r, errs[i])
 	}
 	db.mu.RLock()
 	obs := db.opt.Observer

@@ -151,7 +151,8 @@ type DB struct {
 	stop     chan struct{}
 	done     chan struct{}
 	cache    *chunkCache
-	retMu    sync.Mutex // serialises rotation and retention
+	pending  *pendingSet // slots of spans between their duplicate check and their indexing
+	retMu    sync.Mutex  // serialises rotation and retention
 	storeSeq uint32
 	space    spaceCache // recent free-space checks (checkSpace)
 	damage   *damageLog // damaged chunks met by reads
@@ -175,7 +176,7 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	}
 	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
 		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		cache: newChunkCache(256), damage: newDamageLog(opt.Logger), bg: newBackground()}
+		cache: newChunkCache(256), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet()}
 	if err := db.openStores(ctx); err != nil {
 		db.bg.stop()
 		db.closeStores()

@@ -33,6 +33,31 @@
 // The free-space check before each group reuses a statfs result for
 // 100 ms and a quarter of the headroom it found.
 //
+// # Versions (idempotent writes)
+//
+// A span chunk is identified by its slot (trace id, span id, chunk number;
+// the chunk number is 0 for a whole span). Before a request is encoded,
+// Append looks each slot up in every store, newest first
+// (checkVersions): the current version is the newest entry in data-file
+// order (a later entry in a store, or any entry in a newer store). A span
+// identical to the current version (the same chunk payload when encoded
+// alone) is dropped from the request: it is durable and indexed already,
+// so a retried request or a re-imported file adds nothing to the data
+// files, the counters or the results. A different span is a new version:
+// it is appended, and the store holding the old one is first marked (the
+// file "superseded" in the store directory, fsynced; it sits beside the
+// indexes, so rebuilding them keeps it). Two requests that carry the same
+// new slot at the same time cannot see each other in the indexes; the
+// DB's pending set notices and marks the writable store instead. GetTrace
+// and GetSpan read only the current version of each slot (the index keeps
+// the latest entry of a store; stores are read newest first). Search skips
+// a hit from a marked store whose slot has a newer entry (isSuperseded:
+// one trace lookup in the store and in each newer store), so each slot is
+// listed once, by its current version; unmarked stores, the common case,
+// cost nothing extra. Old versions stay in their data files until
+// retention removes the store, and still count in the stores' span
+// counters.
+//
 // # Search
 //
 // DB.Search asks every store's metadata index for its newest hits (one per

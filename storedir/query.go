@@ -76,10 +76,11 @@ func (db *DB) GetSpanWithWarnings(ctx context.Context, id trace.TraceID, spanID 
 }
 
 // getSpans reads every piece listed by refsOf in every store and assembles
-// the pieces of each span; duplicates (the same span and chunk number
-// stored twice) are read once. A piece in a damaged chunk is skipped and
-// named in the warnings; a trace the index lists but whose every piece is
-// damaged yields no spans and no error.
+// the pieces of each span; of a (span, chunk number) stored more than once
+// only the newest version is read (the index keeps the latest entry of a
+// store; stores are visited newest first). A piece in a damaged chunk is
+// skipped and named in the warnings; a trace the index lists but whose
+// every piece is damaged yields no spans and no error.
 func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error)) ([]*trace.Span, []Warning, error) {
 	stores, release := db.snapshot()
 	defer release()
@@ -91,8 +92,7 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 	bySpan := map[uint64][]*trace.Span{}
 	var order []uint64
 	var warns warnings
-	for i := len(stores) - 1; i >= 0; i-- { // oldest store first: chunk order
-		s := stores[i]
+	for _, s := range stores { // newest store first: a newer version wins
 		refs, err := refsOf(s)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
@@ -301,6 +301,13 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		var cbErr error
 		var lastOfStore hit
 		err := s.meta.Search(ctx, t.iq, func(h index.Hit) bool {
+			// Only the newest version of a span is a result.
+			if old, err := isSuperseded(stores, s, h.SpanRef); err != nil {
+				cbErr = err
+				return false
+			} else if old {
+				return true
+			}
 			if !q.Spans {
 				if seenTrace[h.TraceID] {
 					return true

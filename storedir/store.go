@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ztsd/ztsd/chunk"
@@ -74,6 +75,11 @@ type Store struct {
 	// kernel dropped cannot be known, so the store takes no more writes
 	// (the committer rotates to a new one).
 	syncFailed bool
+
+	// superseded: some span chunk stored here has a newer version (the
+	// supersededFile mark); supersedeMu serializes writing the mark.
+	superseded  atomic.Bool
+	supersedeMu sync.Mutex
 }
 
 // ID is the store number.
@@ -202,6 +208,7 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 		s.props.Compression = data.Options().Compression.String()
 		s.props.Checksums = data.Options().Checksums
 	}
+	s.loadSuperseded()
 	if err := s.openIndexes(); err != nil {
 		data.Close()
 		return nil, err

@@ -1,0 +1,279 @@
+package storedir
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ztsd/ztsd/index"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// supersededFile, present in a store directory, says that some span chunk
+// stored in that store has a newer version (in the same store or a newer
+// one): searches then check each hit from the store against newer entries
+// (see DB.isSuperseded). It lives beside the indexes, not in them, so an
+// index rebuild keeps it; its content is only a note for operators.
+const supersededFile = "superseded"
+
+// versionKey names a stored span chunk's slot: one version of it is the
+// current one, the newest in data-file order (stores in id order).
+type versionKey struct {
+	traceID trace.TraceID
+	spanID  trace.SpanID
+	chunk   uint32
+}
+
+func keyOf(sp *trace.Span) versionKey {
+	return versionKey{sp.TraceID, sp.SpanID, uint32(sp.ChunkNum)}
+}
+
+// pendingShards is the number of independently locked shards of pendingSet.
+const pendingShards = 32
+
+// pendingSet counts, per slot, the requests between their duplicate check
+// in Append and their indexing: a request that meets a slot another one is
+// still writing cannot see that version in the indexes yet, so the store
+// it will land in is marked superseded (search then keeps only the newest
+// of the two).
+type pendingSet struct {
+	seed   maphash.Seed
+	shards [pendingShards]struct {
+		mu sync.Mutex
+		m  map[versionKey]int
+	}
+}
+
+func newPendingSet() *pendingSet {
+	p := &pendingSet{seed: maphash.MakeSeed()}
+	for i := range p.shards {
+		p.shards[i].m = make(map[versionKey]int)
+	}
+	return p
+}
+
+func (p *pendingSet) shard(k versionKey) int {
+	return int(maphash.Comparable(p.seed, k) % pendingShards)
+}
+
+// add registers k and reports whether another request already had it.
+func (p *pendingSet) add(k versionKey) bool {
+	sh := &p.shards[p.shard(k)]
+	sh.mu.Lock()
+	n := sh.m[k]
+	sh.m[k] = n + 1
+	sh.mu.Unlock()
+	return n > 0
+}
+
+func (p *pendingSet) remove(keys []versionKey) {
+	for _, k := range keys {
+		sh := &p.shards[p.shard(k)]
+		sh.mu.Lock()
+		if n := sh.m[k]; n <= 1 {
+			delete(sh.m, k)
+		} else {
+			sh.m[k] = n - 1
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// markSuperseded records, durably, that store s holds a span chunk that
+// has a newer version. It is written before the newer version is
+// appended, so no crash can leave a newer version without the mark.
+func (s *Store) markSuperseded() error {
+	if s.superseded.Load() {
+		return nil
+	}
+	s.supersedeMu.Lock()
+	defer s.supersedeMu.Unlock()
+	if s.superseded.Load() {
+		return nil
+	}
+	path := filepath.Join(s.dir, supersededFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("store %s: marking superseded versions: %w", StoreName(s.id), err)
+	}
+	_, err = f.WriteString("spans in this store have newer versions; searches list only the newest\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("store %s: marking superseded versions: %w", StoreName(s.id), err)
+	}
+	s.superseded.Store(true)
+	return nil
+}
+
+// loadSuperseded reads the mark at open.
+func (s *Store) loadSuperseded() {
+	if _, err := os.Stat(filepath.Join(s.dir, supersededFile)); err == nil {
+		s.superseded.Store(true)
+	}
+}
+
+// versionCheck is the outcome of Append's look at what is already stored.
+type versionCheck struct {
+	keep []*trace.Span // spans to write (new, or a different version)
+	keys []versionKey  // their slots, registered in db.pending
+}
+
+// checkVersions decides what of a request is new. A span whose slot
+// (trace id, span id, chunk number) holds an identical span already (the
+// same chunk payload when encoded alone) is dropped: it is durable and
+// indexed, so storing it again would add nothing. A span whose slot holds
+// a different version is kept and the store holding the old one is marked
+// superseded first. The kept spans' slots are registered in db.pending
+// until they are indexed (commitReq.pending).
+func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCheck, error) {
+	stores, release := db.snapshot() // newest first
+	defer release()
+	byTrace := make(map[trace.TraceID][]int, 4)
+	var order []trace.TraceID
+	for i, sp := range spans {
+		if _, ok := byTrace[sp.TraceID]; !ok {
+			order = append(order, sp.TraceID)
+		}
+		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], i)
+	}
+	drop := make([]bool, len(spans))
+	// In-request duplicates: the later one is the newer version.
+	type found struct {
+		store *Store
+		ref   index.SpanRef
+	}
+	var enc1, enc2 []byte
+	for _, tid := range order {
+		idx := byTrace[tid]
+		current := make(map[versionKey]found, len(idx))
+		for _, s := range stores {
+			if err := ctx.Err(); err != nil {
+				return versionCheck{}, err
+			}
+			refs, err := s.meta.TraceSpans(tid)
+			if err != nil {
+				// An unreadable index entry: the span is stored again
+				// (at worst a duplicate version, listed once by search
+				// after the mark).
+				db.log.Warn("duplicate check: reading the index failed", "store", StoreName(s.id), "trace", tid, "err", err)
+				if err := s.markSuperseded(); err != nil {
+					return versionCheck{}, err
+				}
+				continue
+			}
+			for _, r := range refs {
+				k := versionKey{tid, trace.SpanID(r.SpanID), r.ChunkNum}
+				if _, ok := current[k]; !ok {
+					current[k] = found{s, r}
+				}
+			}
+		}
+		for _, i := range idx {
+			sp := spans[i]
+			f, ok := current[keyOf(sp)]
+			if !ok {
+				continue
+			}
+			stored, err := db.readSpan(f.store, f.ref.Loc)
+			if err == nil {
+				enc1, err = trace.EncodeChunk(enc1[:0], []*trace.Span{sp})
+			}
+			if err == nil {
+				enc2, err = trace.EncodeChunk(enc2[:0], []*trace.Span{stored})
+			}
+			if err == nil && bytes.Equal(enc1, enc2) {
+				drop[i] = true
+				continue
+			}
+			// A different version (or an unreadable old one).
+			if err := f.store.markSuperseded(); err != nil {
+				return versionCheck{}, err
+			}
+		}
+	}
+	var vc versionCheck
+	seen := make(map[versionKey]int, len(spans))
+	for i, sp := range spans {
+		if drop[i] {
+			continue
+		}
+		k := keyOf(sp)
+		if j, ok := seen[k]; ok {
+			// The same slot twice in one request: an identical copy adds
+			// nothing; a different one is a newer version in the same
+			// chunk group, written after the first.
+			enc1, _ = trace.EncodeChunk(enc1[:0], []*trace.Span{sp})
+			enc2, _ = trace.EncodeChunk(enc2[:0], []*trace.Span{vc.keep[j]})
+			if bytes.Equal(enc1, enc2) {
+				continue
+			}
+			if len(stores) > 0 {
+				if err := stores[0].markSuperseded(); err != nil {
+					return versionCheck{}, err
+				}
+			}
+		}
+		seen[k] = len(vc.keep)
+		vc.keep = append(vc.keep, sp)
+		vc.keys = append(vc.keys, k)
+	}
+	// A slot another request is still writing: neither saw the other.
+	// Both land in the writable store (newest), which gets the mark.
+	marked := false
+	for _, k := range vc.keys {
+		if db.pending.add(k) && !marked && len(stores) > 0 {
+			if err := stores[0].markSuperseded(); err != nil {
+				db.pending.remove(vc.keys)
+				return versionCheck{}, err
+			}
+			marked = true
+		}
+	}
+	return vc, nil
+}
+
+// isSuperseded reports whether the hit ref from store s (stores is the
+// search's snapshot, newest first, and holds s) has a newer version: a
+// later entry for the same (span, chunk) in s, or any entry for it in a
+// newer store. Only stores marked superseded can hold such hits.
+func isSuperseded(stores []*Store, s *Store, ref index.SpanRef) (bool, error) {
+	if !s.superseded.Load() {
+		return false, nil
+	}
+	refs, err := s.meta.Span(ref.TraceID, ref.SpanID)
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", StoreName(s.id), err)
+	}
+	for _, r := range refs {
+		if r.ChunkNum == ref.ChunkNum && r.Loc != ref.Loc {
+			return true, nil // Span keeps the latest entry per chunk
+		}
+	}
+	for _, t := range stores {
+		if t == s {
+			break
+		}
+		refs, err := t.meta.Span(ref.TraceID, ref.SpanID)
+		if err != nil {
+			return false, fmt.Errorf("store %s: %w", StoreName(t.id), err)
+		}
+		for _, r := range refs {
+			if r.ChunkNum == ref.ChunkNum {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
