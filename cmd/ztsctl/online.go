@@ -218,6 +218,14 @@ func selfNS(r *trace.Record) int64 {
 	return max(self, 0)
 }
 
+// plural is "1 record", "2 records".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 // countRecords counts the records of the trees under rs.
 func countRecords(rs []*trace.Record) int {
 	n := 0
@@ -241,7 +249,7 @@ func (p treePrinter) record(r *trace.Record, indent, level int) {
 	}
 	below := p.depth > 0 && level >= p.depth && len(r.Children) > 0
 	if below {
-		line += fmt.Sprintf("  [+%d records below]", countRecords(r.Children))
+		line += fmt.Sprintf("  [+%s below]", plural(countRecords(r.Children), "record"))
 	}
 	fmt.Fprintln(p.w, line)
 	if len(r.Attrs) > 0 {
@@ -269,7 +277,7 @@ func (p treePrinter) record(r *trace.Record, indent, level int) {
 		p.record(c, indent+1, level+1)
 	}
 	if len(hidden) > 0 {
-		fmt.Fprintf(p.w, "%s  ... %d records under %s hidden (%s in all)\n", pad, countRecords(hidden), fmtDur(p.minNS), fmtDur(hiddenNS))
+		fmt.Fprintf(p.w, "%s  ... %s under %s hidden (%s in all)\n", pad, plural(countRecords(hidden), "record"), fmtDur(p.minNS), fmtDur(hiddenNS))
 	}
 }
 
@@ -513,7 +521,7 @@ func printTable(w io.Writer, spans []*trace.Span, spanMode bool, width int) {
 			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
 		}
 	}
-	inline, nameBelow, attrWidth := true, false, 0 // attrWidth 0: not cut
+	inline, belowHead, attrWidth := true, "", 0 // attrWidth 0: not cut
 	if width > 0 {
 		fixed := 0
 		for _, wd := range widths[:ncol-2] {
@@ -531,17 +539,24 @@ func printTable(w io.Writer, spans []*trace.Span, spanMode bool, width int) {
 			name = min(name, avail-svc-gap)
 			widths[ncol-2], widths[ncol-1] = svc, name
 		} else {
-			// Too narrow even for the name: the service ends the line,
-			// name and attributes go below.
-			inline, nameBelow, attrWidth = false, true, max(width-4, 8)
-			widths[ncol-2] = min(svc, max(8, avail))
-			ncol--
-			for r := range rows {
-				if r > 0 && rows[r][ncol] != "" {
-					attrs[r] = rows[r][ncol] + "  " + attrs[r]
-				}
-				rows[r] = rows[r][:ncol]
+			// Too narrow even for the name: the service (cut) ends the
+			// line if 8 columns are left for it, the rest goes below.
+			inline, attrWidth = false, max(width-4, 8)
+			below := 1
+			if avail < 8 {
+				below = 2
 			}
+			widths[ncol-2] = min(svc, avail)
+			for range below {
+				ncol--
+				for r := range rows {
+					if r > 0 && rows[r][ncol] != "" {
+						attrs[r] = rows[r][ncol] + "  " + attrs[r]
+					}
+					rows[r] = rows[r][:ncol]
+				}
+			}
+			belowHead = "\n    " + strings.Join(head[ncol:], "  ") + "  ATTRIBUTES"
 		}
 	}
 	for r, row := range rows {
@@ -559,15 +574,16 @@ func printTable(w io.Writer, spans []*trace.Span, spanMode bool, width int) {
 		if attrWidth > 0 {
 			a = cut(a, attrWidth)
 		}
+		line := b.String()
 		switch {
 		case inline:
-			b.WriteString(a)
+			line += a
 		case r > 0 && a != "":
-			b.WriteString("\n    " + a)
-		case r == 0 && nameBelow:
-			b.WriteString("\n    NAME  ATTRIBUTES")
+			line = strings.TrimRight(line, " ") + "\n    " + a
+		case r == 0 && belowHead != "":
+			line = strings.TrimRight(line, " ") + belowHead
 		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 }
 
