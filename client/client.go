@@ -506,14 +506,12 @@ func (c *Client) AttributeKeys(ctx context.Context) ([]string, error) {
 	return out.Keys, nil
 }
 
-// Service is one entry of GET /v1/services: a service.name value, or an
-// imported source file without one; Attr=Value is the search filter that
-// finds its spans.
+// Service is one entry of GET /v1/services: a service's name (its
+// service.name, else "<format> <file>" or "zorka <component>") and the
+// attributes that, all matching, find its spans.
 type Service struct {
-	Name   string `json:"name"`
-	Attr   string `json:"attr"`
-	Value  string `json:"value"`
-	Format string `json:"format,omitempty"`
+	Name  string            `json:"name"`
+	Attrs map[string]string `json:"attrs"`
 }
 
 // Services lists the services (and source files) of the stored spans.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -66,8 +67,8 @@ func TestParseSearchAttrAndTimeForms(t *testing.T) {
 }
 
 // TestListings: GET /v1/attributes lists the span attribute keys, GET
-// /v1/services the service.name values and then the source files
-// without one, each with the filter that finds it.
+// /v1/services the service.name values and then the Zorka components and
+// source files without one, each with the filter that finds it.
 func TestListings(t *testing.T) {
 	o := storedir.DefaultOptions()
 	o.Sync = storedir.SyncNone
@@ -81,6 +82,9 @@ func TestListings(t *testing.T) {
 			DurationNS: 10, Source: "json", Root: &trace.Record{Method: "m", DurationNS: 10}}
 		for i := 0; i+1 < len(attrs); i += 2 {
 			sp.Attrs = append(sp.Attrs, trace.Attr{Key: attrs[i], Value: trace.String(attrs[i+1])})
+			if attrs[i] == "source.format" {
+				sp.Source = attrs[i+1] // as importers set both
+			}
 		}
 		return sp
 	}
@@ -89,6 +93,7 @@ func TestListings(t *testing.T) {
 		span(2, "service.name", "payment"),
 		span(3, "source.file", "blk.wtf-trace", "source.format", "wtf"),
 		span(4, "service.name", "checkout", "source.file", "otel.json"),
+		span(5, "component", "http", "source.format", "zorka"),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +111,7 @@ func TestListings(t *testing.T) {
 	}
 	var keys AttributeKeysResponse
 	get("/v1/attributes", &keys)
-	if w := []string{"http.method", "service.name", "source.file", "source.format"}; !slices.Equal(keys.Keys, w) {
+	if w := []string{"component", "http.method", "service.name", "source.file", "source.format"}; !slices.Equal(keys.Keys, w) {
 		t.Errorf("keys %v, want %v", keys.Keys, w)
 	}
 	get("/v1/attributes?limit=2", &keys)
@@ -115,9 +120,11 @@ func TestListings(t *testing.T) {
 	}
 	var svcs ServicesResponse
 	get("/v1/services", &svcs)
-	want := []Service{{Name: "checkout", Attr: "service.name", Value: "checkout"}, {Name: "payment", Attr: "service.name", Value: "payment"},
-		{Name: "wtf blk.wtf-trace", Attr: "source.file", Value: "blk.wtf-trace", Format: "wtf"}}
-	if !slices.Equal(svcs.Services, want) {
+	want := []Service{{Name: "checkout", Attrs: map[string]string{"service.name": "checkout"}},
+		{Name: "payment", Attrs: map[string]string{"service.name": "payment"}},
+		{Name: "wtf blk.wtf-trace", Attrs: map[string]string{"source.file": "blk.wtf-trace"}},
+		{Name: "zorka http", Attrs: map[string]string{"component": "http", "source.format": "zorka"}}}
+	if !reflect.DeepEqual(svcs.Services, want) {
 		t.Errorf("services %+v,\nwant %+v", svcs.Services, want)
 	}
 	rec := httptest.NewRecorder()

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ztsd/ztsd/client"
+	"github.com/ztsd/ztsd/queryapi"
 	"github.com/ztsd/ztsd/server"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -454,17 +455,10 @@ func terminalWidth(w io.Writer, getenv func(string) string) int {
 	return 0
 }
 
-// serviceOf names where a span comes from: its service.name, else its
-// source format and file ("wtf blk-client.wtf-trace"), else its format.
-func serviceOf(sp *trace.Span) string {
-	if v, ok := sp.Attrs.Get("service.name"); ok {
-		return v.Text()
-	}
-	if v, ok := sp.Attrs.Get("source.file"); ok {
-		return sp.Source + " " + v.Text()
-	}
-	return sp.Source
-}
+// serviceOf names where a span comes from, as the Jaeger and Tempo APIs
+// and GET /v1/services do: its service.name, else its source format and
+// file ("wtf blk-client.wtf-trace") or Zorka component, else its format.
+func serviceOf(sp *trace.Span) string { return queryapi.ServiceOf(sp) }
 
 // nameOf is a span's root method or operation ("" without a root record).
 func nameOf(sp *trace.Span) string {
@@ -772,7 +766,16 @@ search filter that finds a service's spans.`,
 				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "SERVICE\tSEARCH WITH")
 				for _, s := range svcs {
-					fmt.Fprintf(tw, "%s\t--attr %s\n", s.Name, shellQuote(s.Attr+"="+s.Value))
+					keys := make([]string, 0, len(s.Attrs))
+					for k := range s.Attrs {
+						keys = append(keys, k)
+					}
+					sort.Strings(keys)
+					var flags []string
+					for _, k := range keys {
+						flags = append(flags, "--attr "+shellQuote(k+"="+s.Attrs[k]))
+					}
+					fmt.Fprintf(tw, "%s\t%s\n", s.Name, strings.Join(flags, " "))
 				}
 				tw.Flush()
 			}
