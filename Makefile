@@ -63,9 +63,16 @@ bench: build
 bench-large: build
 	GO=$(GO) BIN=$(BIN) BENCH_MICRO=0 BENCH_SPANS=10000000 BENCH_OUT=bench-out/large sh scripts/bench.sh
 
-# soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20).
+# soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20), then
+# the fault-injection soak for FAULT_SOAK (make test runs 25 s of it):
+# writers and searchers while bits flip in sealed stores, the disk fills
+# and frees, slow connections and oversized bodies arrive (needs root for
+# its tmpfs). SOAK_RSS_BUDGET (bytes) is the RSS the daemon must stay under.
+FAULT_SOAK      ?= 10m
+SOAK_RSS_BUDGET ?= 536870912
 soak:
 	ZTSD_CRASH_ITERATIONS=$(SOAK_ITER) $(GO) test -count=1 -timeout 12h -run '^TestCrashLoop' -v ./cmd/ztsd/
+	ZTSD_FAULT_SOAK=$(FAULT_SOAK) ZTSD_SOAK_RSS_BUDGET=$(SOAK_RSS_BUDGET) $(GO) test -count=1 -timeout 3h -run '^TestFaultSoak$$' -v ./cmd/ztsd/
 
 # recovery-speed measures `ztsctl recover` on a ≥ 1 GiB store next to the
 # disk's direct-I/O sequential read speed.
