@@ -37,8 +37,9 @@ func Flatten(roots []*trace.Span) []*trace.Span {
 
 // group is the spans of one resource and scope.
 type group struct {
-	first *Span // the view of the group's first span (resource, scope)
-	spans []*trace.Span
+	first  *Span // the view of the group's first span (resource, scope)
+	spans  []*trace.Span
+	ssSize int // the encoded ScopeSpans size; -1 until computed
 }
 
 // groupSpans groups spans by resource and scope, in first-seen order.
@@ -55,7 +56,7 @@ func groupSpans(spans []*trace.Span) []*group {
 		g := byKey[string(kb)]
 		if g == nil {
 			vv := v
-			g = &group{first: &vv}
+			g = &group{first: &vv, ssSize: -1}
 			byKey[string(kb)] = g
 			out = append(out, g)
 		}
@@ -86,7 +87,12 @@ func (p *ProtoWriter) Size() int {
 	return n
 }
 
+// ssSize is the size of g's ScopeSpans message: one encoding pass over
+// its spans, done once.
 func (p *ProtoWriter) ssSize(g *group) int {
+	if g.ssSize >= 0 {
+		return g.ssSize
+	}
 	scope := len(p.scopePB(nil, g.first))
 	n := protowire.SizeTag(1) + protowire.SizeBytes(scope)
 	for _, sp := range g.spans {
@@ -96,6 +102,7 @@ func (p *ProtoWriter) ssSize(g *group) int {
 			return nil
 		})
 	}
+	g.ssSize = n
 	return n
 }
 
