@@ -7,7 +7,7 @@ FUZZTIME  ?= 30s
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 SOAK_ITER ?= 500
 
-.PHONY: all build run test vet fuzz soak recovery-speed bench bench-large install clean
+.PHONY: all build run test vet fuzz soak compat recovery-speed bench bench-large install clean
 
 all: build
 
@@ -42,6 +42,15 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# compat builds jaeger-query (the release jaegerapi.JaegerVersion names,
+# from the Go module proxy, in its own module: never in ztsd's go.mod) into
+# $(ZTSD_COMPAT_CACHE) (default: the user cache dir), runs it with
+# in-memory storage, sends it and ztsd the same OTLP load, compares every
+# Jaeger endpoint ztsd serves and records jaeger-query's answers in
+# jaegerapi/testdata/jaeger (which make test then checks ztsd against).
+compat:
+	ZTSD_COMPAT=1 $(GO) test -count=1 -run '^TestJaegerCompat$$' -v ./jaegerapi/
 
 # install puts the binaries, systemd units, sysusers entry and the sample
 # config (kept if one is already there) under DESTDIR/PREFIX.

@@ -432,19 +432,25 @@ func appendSpanJSON(b []byte, v *Span, style JSONStyle) []byte {
 		}
 		b = append(b, ']')
 	}
+	// Zero fields are left out, as protobuf JSON writers do: an unset
+	// status is {}.
 	b = append(b, `,"status":{`...)
 	if v.StatusMessage != "" {
 		b = append(b, `"message":`...)
 		b = appendJSONString(b, v.StatusMessage)
-		b = append(b, ',')
+		if v.Status != StatusUnset {
+			b = append(b, ',')
+		}
 	}
-	b = append(b, `"code":`...)
-	if style.EnumNames {
-		b = append(b, '"')
-		b = append(b, statusNames[v.Status]...)
-		b = append(b, '"')
-	} else {
-		b = strconv.AppendInt(b, int64(v.Status), 10)
+	if v.Status != StatusUnset {
+		b = append(b, `"code":`...)
+		if style.EnumNames {
+			b = append(b, '"')
+			b = append(b, statusNames[v.Status]...)
+			b = append(b, '"')
+		} else {
+			b = strconv.AppendInt(b, int64(v.Status), 10)
+		}
 	}
 	return append(b, `}}`...)
 }
