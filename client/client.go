@@ -300,7 +300,15 @@ func (c *Client) GetRaw(ctx context.Context, id trace.TraceID, span trace.SpanID
 		return nil, err
 	}
 	c.warned(ws)
-	return io.ReadAll(resp.Body)
+	var out []byte
+	err = readJSONLines(resp.Body, func(line []byte) error {
+		out = append(append(out, line...), '\n')
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *Client) get(ctx context.Context, path string) ([]*trace.Span, error) {
@@ -315,22 +323,77 @@ func (c *Client) get(ctx context.Context, path string) ([]*trace.Span, error) {
 	}
 	c.warned(ws)
 	var out []*trace.Span
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<30)
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
+	err = readJSONLines(resp.Body, func(line []byte) error {
 		sp := new(trace.Span)
-		if err := sp.UnmarshalJSON(sc.Bytes()); err != nil {
-			return nil, fmt.Errorf("ztsd get: answer line %d: %w", len(out)+1, err)
+		if err := sp.UnmarshalJSON(line); err != nil {
+			return fmt.Errorf("ztsd get: answer line %d: %w", len(out)+1, err)
 		}
 		out = append(out, sp)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("ztsd get: reading the answer: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// readJSONLines hands fn each non-empty line of a JSON-lines answer. An
+// error trailer (server.ErrorTrailer: a line starting with `{"error"`,
+// sent when the daemon failed after the answer began) and a last line
+// cut short fail the whole answer, so no caller takes a partial answer
+// for data.
+func readJSONLines(body io.Reader, fn func(line []byte) error) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	for n := 1; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			var long []byte
+			long = append(long, line...)
+			for err == bufio.ErrBufferFull {
+				if len(long) > 1<<30 {
+					return fmt.Errorf("ztsd: answer line %d longer than 1 GiB", n)
+				}
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err == io.EOF {
+			if len(bytes.TrimSpace(line)) != 0 {
+				return fmt.Errorf("ztsd: answer cut short in line %d (no line end)", n)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("ztsd: reading answer line %d: %w", n, err)
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if bytes.HasPrefix(line, []byte(`{"error"`)) {
+			return trailerError(line)
+		}
+		if err := fn(line); err != nil {
+			return err
+		}
+	}
+}
+
+// trailerError turns an error trailer into the *APIError it stands for.
+func trailerError(line []byte) error {
+	var t struct {
+		Error  string `json:"error"`
+		Code   string `json:"code"`
+		Status int    `json:"status"`
+	}
+	if err := json.Unmarshal(line, &t); err != nil || t.Error == "" {
+		t.Error = "error trailer: " + string(line)
+	}
+	if t.Status < 400 {
+		t.Status = http.StatusInternalServerError
+	}
+	return &APIError{Status: t.Status, Code: t.Code, Message: t.Error + " (after part of the answer was sent)"}
 }
 
 // Query is a search (DESIGN.md GET /v1/search). Zero fields do not filter.

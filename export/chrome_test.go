@@ -120,7 +120,7 @@ func TestChromeCrafted(t *testing.T) {
 	if xs[2].Cname != "terrible" || xs[1].Cname != "" {
 		t.Errorf("cname: error %q, plain %q", xs[2].Cname, xs[1].Cname)
 	}
-	if xs[3].Args["f"] != "NaN" || xs[3].Args["ztsd.calls"] != json.Number("7") {
+	if f, _ := xs[3].Args["f"].(map[string]any); f["$float"] != "NaN" || xs[3].Args["ztsd.calls"] != json.Number("7") {
 		t.Errorf("mark args = %v", xs[3].Args)
 	}
 	if xs[4].Args["ztsd.open"] != true {

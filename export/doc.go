@@ -50,8 +50,10 @@
 //     one X event and keeps its place in the nesting; Perfetto draws such
 //     slices as chevrons. A span without a root record is one X event
 //     named by its type, covering the span;
-//   - args are the record's attributes as JSON values (floats NaN and ±Inf
-//     as the strings "NaN", "+Inf", "-Inf"), plus reserved entries:
+//   - args are the record's attributes as JSON values written as Trace
+//     JSON writes them (trace.AppendValueJSON: NaN and ±Inf as
+//     {"$float":"NaN"}, {"$float":"Infinity"}, {"$float":"-Infinity"}),
+//     plus reserved entries:
 //     "ztsd.exception" (class, message, stack as "Class.method(File:line)"
 //     strings, cause), "ztsd.calls" when a record stands for more than one
 //     call, "ztsd.open" for a record that never ended, and on the root

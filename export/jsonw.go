@@ -2,7 +2,6 @@ package export
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"unicode/utf8"
 
@@ -82,66 +81,6 @@ func appendMicros(b []byte, ns int64) []byte {
 	return append(b, d[:n]...)
 }
 
-// appendFloatJSON appends f as a JSON number, or as the string "NaN",
-// "+Inf" or "-Inf" which JSON cannot hold as numbers.
-func appendFloatJSON(b []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(b, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(b, `"+Inf"`...)
-	case math.IsInf(f, -1):
-		return append(b, `"-Inf"`...)
-	}
-	return strconv.AppendFloat(b, f, 'g', -1, 64)
-}
-
-// appendValueJSON appends an attribute value. Nesting deeper than
-// trace.MaxValueDepth is an error (stored values never are).
-func appendValueJSON(b []byte, v *trace.Value, depth int) ([]byte, error) {
-	if depth > trace.MaxValueDepth {
-		return b, fmt.Errorf("value nested deeper than %d", trace.MaxValueDepth)
-	}
-	var err error
-	switch v.Kind {
-	case trace.KindString:
-		b = appendJSONString(b, v.Str)
-	case trace.KindInt:
-		b = strconv.AppendInt(b, v.Int, 10)
-	case trace.KindFloat:
-		b = appendFloatJSON(b, v.Float)
-	case trace.KindBool:
-		b = strconv.AppendBool(b, v.Bool)
-	case trace.KindList:
-		b = append(b, '[')
-		for i := range v.List {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendValueJSON(b, &v.List[i], depth+1); err != nil {
-				return b, err
-			}
-		}
-		b = append(b, ']')
-	case trace.KindMap:
-		b = append(b, '{')
-		for i := range v.Map {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, v.Map[i].Key)
-			b = append(b, ':')
-			if b, err = appendValueJSON(b, &v.Map[i].Value, depth+1); err != nil {
-				return b, err
-			}
-		}
-		b = append(b, '}')
-	default:
-		b = append(b, "null"...)
-	}
-	return b, nil
-}
-
 // appendAttrsJSON appends attrs as the members of an object (without the
 // braces), the first one prefixed by a comma when comma is set; a key
 // equal to one of the reserved keys gets the suffix " (attribute)". It
@@ -163,7 +102,7 @@ func appendAttrsJSON(b []byte, attrs trace.Attrs, comma bool, reserved []string)
 			}
 		}
 		b = append(b, '"', ':')
-		if b, err = appendValueJSON(b, &attrs[i].Value, 1); err != nil {
+		if b, err = trace.AppendValueJSON(b, &attrs[i].Value); err != nil {
 			return b, comma, fmt.Errorf("attribute %q: %w", attrs[i].Key, err)
 		}
 	}

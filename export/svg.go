@@ -613,7 +613,7 @@ func (d *svgDrawing) tooltip(idx int32, name string) string {
 func displayValue(v *trace.Value) string {
 	switch v.Kind {
 	case trace.KindList, trace.KindMap:
-		b, err := appendValueJSON(nil, v, 1)
+		b, err := trace.AppendValueJSON(nil, v)
 		if err != nil {
 			return "(" + err.Error() + ")"
 		}

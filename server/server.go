@@ -174,8 +174,9 @@ const (
 
 func (s *Server) route(pattern, name string, kind accessKind, h func(http.ResponseWriter, *http.Request) error) {
 	hist := s.metrics.requestDuration.WithLabelValues(name)
-	s.mux.Handle(pattern, s.checked(kind, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle(pattern, s.checked(kind, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
+		w := &startedWriter{ResponseWriter: rw}
 		if err := h(w, r); err != nil {
 			s.fail(w, r, err)
 		}
@@ -211,6 +212,37 @@ func badRequest(format string, args ...any) error {
 	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Msg: fmt.Sprintf(format, args...)}
 }
 
+// startedWriter remembers whether the answer has begun, so that an error
+// after the first byte becomes an error trailer instead of a status.
+type startedWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *startedWriter) WriteHeader(status int) {
+	w.started = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	w.started = true
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ErrorTrailer is the last line of a JSON-lines answer (GET
+// /v1/traces/{id}) that failed after its first line was sent: the status
+// line said 200, so the error comes as {"error": "...", "code": "...",
+// "status": 500} on a line of its own, and a client must treat the whole
+// answer as failed. No data line starts with `{"error"`.
+type ErrorTrailer struct {
+	Error  string `json:"error"`
+	Code   string `json:"code"`
+	Status int    `json:"status"`
+}
+
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := StatusOf(err)
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -221,6 +253,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if sw, ok := w.(*startedWriter); ok && sw.started {
+		s.log.Error("request failed after the answer began; sent an error trailer",
+			"method", r.Method, "path", r.URL.Path, "err", err)
+		b, _ := json.Marshal(ErrorTrailer{Error: err.Error(), Code: code, Status: status})
+		w.Write(append(b, '\n'))
+		return
 	}
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "10")

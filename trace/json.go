@@ -16,14 +16,18 @@ package trace
 //     (false), exception (nil), children, cause (nil). Everything else is
 //     always written; "stack" is [] when empty.
 //   - attribute objects are written in sorted key order; a float is written
-//     with a '.' or exponent (1.0, not 1) and NaN/±Inf are an error; an int
-//     is written as a plain integer.
+//     with a '.' or exponent (1.0, not 1); an int is written as a plain
+//     integer; NaN, +Inf and -Inf are written {"$float":"NaN"},
+//     {"$float":"Infinity"} and {"$float":"-Infinity"}, and a map value
+//     that would read back as such a wrapper is written inside
+//     {"$map":{...}} (see jsonFloatKey; docs/format/trace-json.md).
 //
 // Input rules: unknown and repeated fields are rejected, ids must be hex,
 // counts and times must be JSON integers that fit int64, null is accepted
 // for the optional objects and arrays (attrs, root, spans, exception, cause,
 // children, stack). A number without '.', 'e' or 'E' is an int value,
 // otherwise a float. Attributes are sorted, the last of repeated keys wins.
+// The two wrapper objects read back as the float and the map they wrap.
 
 import (
 	"bufio"
@@ -272,7 +276,12 @@ func appendValueJSON(b []byte, v *Value, depth int) ([]byte, error) {
 	case KindInt:
 		return strconv.AppendInt(b, v.Int, 10), nil
 	case KindFloat:
-		return appendJSONFloat(b, v.Float)
+		if name, ok := NonFiniteName(v.Float); ok {
+			b = append(b, `{"`+jsonFloatKey+`":"`...)
+			b = append(b, name...)
+			return append(b, `"}`...), nil
+		}
+		return appendJSONFloat(b, v.Float), nil
 	case KindBool:
 		return strconv.AppendBool(b, v.Bool), nil
 	case KindList:
@@ -288,17 +297,44 @@ func appendValueJSON(b []byte, v *Value, depth int) ([]byte, error) {
 		}
 		return append(b, ']'), nil
 	case KindMap:
-		return appendAttrsJSON(b, v.Map, depth+1)
+		if !mapNeedsWrapper(v.Map) {
+			return appendAttrsJSON(b, v.Map, depth+1)
+		}
+		b = append(b, `{"`+jsonMapKey+`":`...)
+		b, err := appendAttrsJSON(b, v.Map, depth+1)
+		return append(b, '}'), err
 	}
 	return b, fmt.Errorf("unknown value kind %d", v.Kind)
 }
 
-// appendJSONFloat writes f like encoding/json does, plus ".0" when the
-// result would read back as an integer.
-func appendJSONFloat(b []byte, f float64) ([]byte, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return b, fmt.Errorf("float %v cannot be written as JSON", f)
-	}
+// AppendValueJSON appends v as Trace JSON writes an attribute value
+// (non-finite floats as {"$float":"NaN"}), for other JSON writers that
+// carry attribute values (the exports).
+func AppendValueJSON(b []byte, v *Value) ([]byte, error) { return appendValueJSON(b, v, 1) }
+
+// The two wrapper objects of Trace JSON attribute values. An object whose
+// first member is "$float" is a non-finite float: {"$float": "NaN"},
+// {"$float": "Infinity"} or {"$float": "-Infinity"}; one whose first
+// member is "$map" is the map written inside it, its members taken
+// literally: {"$map": {"$float": 1.5}}. Both have exactly one member. The
+// writer uses "$map" only for a map whose first key (in sorted order) is
+// "$float" or "$map"; every other object is a plain map.
+const (
+	jsonFloatKey = "$float"
+	jsonMapKey   = "$map"
+)
+
+// mapNeedsWrapper reports whether m, written as a plain object (keys in
+// sorted order), would read back as a wrapper: its first key is one of
+// the wrapper keys.
+func mapNeedsWrapper(m Attrs) bool {
+	m = sortedAttrs(m)
+	return len(m) > 0 && (m[0].Key == jsonFloatKey || m[0].Key == jsonMapKey)
+}
+
+// appendJSONFloat writes a finite f like encoding/json does, plus ".0"
+// when the result would read back as an integer.
+func appendJSONFloat(b []byte, f float64) []byte {
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
@@ -310,14 +346,14 @@ func appendJSONFloat(b []byte, f float64) ([]byte, error) {
 			b[n-2] = b[n-1]
 			b = b[:n-1]
 		}
-		return b, nil
+		return b
 	}
 	for _, c := range b[start:] {
 		if c == '.' {
-			return b, nil
+			return b
 		}
 	}
-	return append(b, ".0"...), nil
+	return append(b, ".0"...)
 }
 
 const hexDigits = "0123456789abcdef"
@@ -1066,13 +1102,55 @@ func (p *jsonParser) value(v *Value, depth int) error {
 		*v = Value{Kind: KindList, List: list}
 		return nil
 	case c == '{':
-		m, err := p.attrs(depth + 1)
-		*v = Value{Kind: KindMap, Map: m}
-		return err
+		return p.object(v, depth)
 	case c == 0:
 		return p.fail("unexpected end of input, want a value")
 	}
 	return p.fail("unexpected %q, want a value", p.data[p.off])
+}
+
+// object decodes an object attribute value: a map, or one of the wrappers
+// {"$float": name} and {"$map": {...}} (see jsonFloatKey). An object whose
+// first member is "$float" or "$map" is a wrapper and has no other member;
+// the writer wraps any map whose first key is one of them.
+func (p *jsonParser) object(v *Value, depth int) error {
+	start := p.off
+	p.off++ // '{'
+	key, keyAt, ok, err := p.member(true)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ok && string(key) == jsonFloatKey:
+		valAt := p.off
+		name, err := p.strBytes()
+		if err != nil {
+			return err
+		}
+		f, isName := ParseNonFinite(string(name))
+		if !isName {
+			return p.failAt(valAt, `%q wants "NaN", "Infinity" or "-Infinity"`, jsonFloatKey)
+		}
+		*v = Float(f)
+	case ok && string(key) == jsonMapKey:
+		m, err := p.attrs(depth + 1)
+		if err != nil {
+			return err
+		}
+		*v = Value{Kind: KindMap, Map: m}
+	default:
+		p.off = start
+		m, err := p.attrs(depth + 1)
+		*v = Value{Kind: KindMap, Map: m}
+		return err
+	}
+	if _, _, more, err := p.member(false); err != nil || more {
+		if err == nil {
+			err = p.failAt(keyAt, "a %q wrapper object has exactly one member", key)
+		}
+		return err
+	}
+	return nil
 }
 
 func (p *jsonParser) bool(what string) (bool, error) {

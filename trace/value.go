@@ -61,8 +61,45 @@ func Null() Value            { return Value{} }
 func List(vs ...Value) Value { return Value{Kind: KindList, List: vs} }
 func MapValue(a Attrs) Value { a.Sort(); return Value{Kind: KindMap, Map: a} }
 
+// Non-finite floats have one spelling in every text ztsd writes (Trace JSON,
+// the exports, the indexes' attribute text): the names the protobuf JSON
+// mapping uses. Trace JSON wraps them as {"$float":"NaN"} so that a string
+// attribute "NaN" stays a string (docs/format/trace-json.md).
+const (
+	FloatNaN    = "NaN"
+	FloatInf    = "Infinity"
+	FloatNegInf = "-Infinity"
+)
+
+// NonFiniteName returns the spelling of f when it is NaN or ±Inf.
+func NonFiniteName(f float64) (string, bool) {
+	switch {
+	case math.IsNaN(f):
+		return FloatNaN, true
+	case math.IsInf(f, 1):
+		return FloatInf, true
+	case math.IsInf(f, -1):
+		return FloatNegInf, true
+	}
+	return "", false
+}
+
+// ParseNonFinite is the inverse of NonFiniteName.
+func ParseNonFinite(s string) (float64, bool) {
+	switch s {
+	case FloatNaN:
+		return math.NaN(), true
+	case FloatInf:
+		return math.Inf(1), true
+	case FloatNegInf:
+		return math.Inf(-1), true
+	}
+	return 0, false
+}
+
 // Text renders a scalar value the way the indexes see it: attribute search
 // `k:v` matches when v equals this text. Lists and maps render as "".
+// Non-finite floats are "NaN", "Infinity" and "-Infinity".
 func (v Value) Text() string {
 	switch v.Kind {
 	case KindString:
@@ -70,6 +107,9 @@ func (v Value) Text() string {
 	case KindInt:
 		return strconv.FormatInt(v.Int, 10)
 	case KindFloat:
+		if name, ok := NonFiniteName(v.Float); ok {
+			return name
+		}
 		return strconv.FormatFloat(v.Float, 'g', -1, 64)
 	case KindBool:
 		return strconv.FormatBool(v.Bool)

@@ -366,3 +366,30 @@ func TestExportErrors(t *testing.T) {
 		t.Errorf("svg --search --limit 1: exit %d %s", code, stderr)
 	}
 }
+
+// TestErrorTrailerFailsTheCommand: when the daemon's answer ends in an
+// error trailer (it failed after the first line), get --json and export
+// --format json exit 3 and write nothing as data.
+func TestErrorTrailerFailsTheCommand(t *testing.T) {
+	spans := importSample(t, "wtf", "wtf/cff-cpp-bindings.wtf-trace")
+	d := newFakeDaemon(t, spans)
+	bad := d.order[1]
+	d.raw[bad] = append(append([]byte(nil), d.raw[bad]...), `{"error":"trace json: chunk 3 unreadable","code":"internal","status":500}`+"\n"...)
+	code, stdout, stderr := d.ztsctl(t, "get", bad.String(), "--json")
+	if code != exitFailure || stdout != "" || !strings.Contains(stderr, "chunk 3 unreadable") {
+		t.Errorf("get --json: exit %d, stdout %q, stderr %q; want exit %d, nothing printed", code, stdout, stderr, exitFailure)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "all.jsonl")
+	code, _, stderr = d.ztsctl(t, "export", "--format", "json", "--search", "-o", out)
+	if code != exitFailure || !strings.Contains(stderr, "chunk 3 unreadable") || strings.Contains(stderr, "exported") {
+		t.Errorf("export: exit %d, stderr %q; want exit %d", code, stderr, exitFailure)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("failed export left files: %v", entries)
+	}
+	code, stdout, _ = d.ztsctl(t, "export", "--format", "json", "--search")
+	if code != exitFailure || strings.Contains(stdout, `"error"`) {
+		t.Errorf("export to stdout: exit %d, error line written as data: %v", code, strings.Contains(stdout, `"error"`))
+	}
+}
