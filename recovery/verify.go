@@ -433,7 +433,7 @@ func (v *storeVerification) checkChunk(c goodChunk) {
 		delete(v.indexed, c.off)
 		var want uint64
 		for i, sp := range c.spans {
-			want ^= v.entryHash(c.off, uint32(i), sp.TraceID, uint64(sp.SpanID), uint64(sp.ParentID), sp.ChunkNum, sp.StartNS, sp.DurationNS, sp.Error || sp.Errors > 0)
+			want ^= v.entryHash(c.off, uint32(i), sp.TraceID, uint64(sp.SpanID), uint64(sp.ParentID), sp.ChunkNum, sp.StartNS, sp.DurationNS, sp.Error)
 		}
 		switch {
 		case ic == nil:

@@ -428,7 +428,7 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 				ChunkNum:   sp.ChunkNum,
 				StartNS:    sp.StartNS,
 				DurationNS: sp.DurationNS,
-				Error:      sp.Error || sp.Errors > 0,
+				Error:      sp.Error, // the flag only: errors counted without it (caught exceptions) are no failure
 				Loc:        index.Location{ChunkOffset: c.Off, Index: uint32(i)},
 			}
 			in.internSpan(sp, &e)

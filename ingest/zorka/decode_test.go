@@ -324,7 +324,7 @@ func TestDecode2x(t *testing.T) {
 		t.Errorf("upward attribute: root key = %v", v)
 	}
 	if child.SpanID != 8 || child.ParentID != 7 || child.Type != "db" || child.DurationNS != 0x100 || child.Recs != 1 ||
-		child.Root.StartNS != 0 || child.Errors != 1 || !child.Error {
+		child.Root.StartNS != 0 || child.Errors != 1 || child.Error { // an exception without ERROR_MARK: counted, not a failure
 		t.Errorf("child span %+v", child)
 	}
 	if v, _ := child.Root.Attrs.Get("key"); v.Str != "2" {

@@ -133,6 +133,7 @@ func DecodeReader(ctx context.Context, name string, size int64, r io.Reader, opt
 		Now:         func() time.Time { return time.Unix(0, 0) },
 	})
 
+	var traces ingest.TraceSet
 	var pending = make(map[spanKey][]*trace.Span)
 	var pendingOrder []spanKey
 	emitSpan := func(s *trace.Span) error {
@@ -145,9 +146,8 @@ func DecodeReader(ctx context.Context, name string, size int64, r io.Reader, opt
 		if err := s.Validate(); err != nil {
 			return fmt.Errorf("decoded span is invalid: %w", err)
 		}
-		if s.ParentID == 0 {
-			sum.Traces++
-		}
+		traces.Add(s)
+		sum.Traces = traces.Len()
 		sum.Records += s.Recs
 		details["spans"]++
 		if emit != nil {

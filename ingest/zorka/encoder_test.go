@@ -613,7 +613,7 @@ func (b *expBuilder) span(r *encRec, enclosing int) {
 	sp.Root = b.record(r, r, idx, &errorMark)
 	sp.DurationNS, sp.Calls, sp.Errors = sp.Root.DurationNS, sp.Root.Calls, sp.Root.Errors
 	sp.Recs = sp.Root.CountRecords()
-	sp.Error = errorMark || sp.Errors > 0
+	sp.Error = errorMark
 	sp.Attrs = append(sp.Attrs, sp.Root.Attrs...)
 	sp.Attrs.Set("call.method", trace.String(r.method.pretty))
 	sp.Attrs.Set("source.format", trace.String("zorka"))

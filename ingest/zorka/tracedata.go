@@ -510,7 +510,9 @@ func (d *traceDecoder) finishPiece(s *spanState) *trace.Span {
 	attrs = append(attrs, trace.Attr{Key: "source.format", Value: trace.String(trace.SourceZorka)})
 	attrs.Sort()
 	p.Attrs = attrs
-	p.Error = s.errorMark || p.Errors > 0
+	// Zorka and ZICO set the error flag from ERROR_MARK only: an exception
+	// alone (maybe caught) counts in errors, it does not fail the span.
+	p.Error = s.errorMark
 	return p
 }
 

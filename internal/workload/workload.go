@@ -87,7 +87,7 @@ func Match(sp *trace.Span, f Filter) bool {
 	if sp.DurationNS < f.MinDurationNS {
 		return false
 	}
-	if f.ErrorsOnly && !(sp.Error || sp.Errors > 0) {
+	if f.ErrorsOnly && !sp.Error {
 		return false
 	}
 	for _, a := range f.Attrs {
