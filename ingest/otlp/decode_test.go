@@ -188,8 +188,14 @@ func sampleRequest() *collectortrace.ExportTraceServiceRequest {
 // numbers selects the other legal spellings: enums as integers and 64-bit
 // integers as JSON numbers instead of names and strings.
 func toOTLPJSON(t testing.TB, req *collectortrace.ExportTraceServiceRequest, numbers bool) []byte {
+	return toOTLPJSONNames(t, req, numbers, false)
+}
+
+// toOTLPJSONNames is toOTLPJSON with the field names of the .proto files
+// ("resource_spans") when protoNames is set.
+func toOTLPJSONNames(t testing.TB, req *collectortrace.ExportTraceServiceRequest, numbers, protoNames bool) []byte {
 	t.Helper()
-	b, err := protojson.MarshalOptions{UseEnumNumbers: numbers}.Marshal(req)
+	b, err := protojson.MarshalOptions{UseEnumNumbers: numbers, UseProtoNames: protoNames}.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,14 +211,15 @@ func toOTLPJSON(t testing.TB, req *collectortrace.ExportTraceServiceRequest, num
 		case map[string]any:
 			for k, e := range x {
 				switch k {
-				case "traceId", "spanId", "parentSpanId":
+				case "traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id":
 					raw, err := base64.StdEncoding.DecodeString(e.(string))
 					if err != nil {
 						t.Fatal(err)
 					}
 					x[k] = hex.EncodeToString(raw)
 					continue
-				case "startTimeUnixNano", "endTimeUnixNano", "timeUnixNano", "intValue":
+				case "startTimeUnixNano", "endTimeUnixNano", "timeUnixNano", "intValue",
+					"start_time_unix_nano", "end_time_unix_nano", "time_unix_nano", "int_value":
 					if numbers {
 						x[k] = json.Number(e.(string))
 						continue
@@ -234,12 +241,31 @@ func toOTLPJSON(t testing.TB, req *collectortrace.ExportTraceServiceRequest, num
 	return out
 }
 
+// nonFiniteRequest is the sample with NaN and ±Inf double attributes on
+// the resource, a span, an event and inside an array and a kvlist.
+func nonFiniteRequest() *collectortrace.ExportTraceServiceRequest {
+	req := sampleRequest()
+	rs := req.ResourceSpans[0]
+	rs.Resource.Attributes = append(rs.Resource.Attributes, kv("res.nan", dblVal(math.NaN())))
+	sp := rs.ScopeSpans[0].Spans[0]
+	sp.Attributes = append(sp.Attributes, kv("ratio", dblVal(math.Inf(1))), kv("floor", dblVal(math.Inf(-1))),
+		kv("nan.text", strVal("NaN")), kv("list", arrVal(dblVal(math.NaN()), strVal("Infinity"))),
+		kv("map", kvlistVal(kv("x", dblVal(math.Inf(-1))))))
+	if len(sp.Events) > 0 {
+		sp.Events[0].Attributes = append(sp.Events[0].Attributes, kv("ev.nan", dblVal(math.NaN())))
+	}
+	return req
+}
+
 // TestJSONAndProtobufDecodeIdentically decodes the same requests as binary
-// protobuf and as OTLP JSON in both spellings; the spans must be identical.
+// protobuf and as OTLP JSON in every spelling (names or numbers for enums
+// and 64-bit integers; lowerCamelCase or .proto field names); the spans
+// must be identical.
 func TestJSONAndProtobufDecodeIdentically(t *testing.T) {
 	for name, req := range map[string]*collectortrace.ExportTraceServiceRequest{
 		"sample":    sampleRequest(),
 		"rejecting": rejectingRequest(),
+		"nonfinite": nonFiniteRequest(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			pb, err := proto.Marshal(req)
@@ -253,11 +279,15 @@ func TestJSONAndProtobufDecodeIdentically(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatal("no spans decoded")
 			}
-			for _, numbers := range []bool{false, true} {
-				body := toOTLPJSON(t, req, numbers)
+			for i := range 4 {
+				numbers, protoNames := i&1 != 0, i&2 != 0
+				body := toOTLPJSONNames(t, req, numbers, protoNames)
+				if protoNames && !bytes.Contains(body, []byte(`"resource_spans"`)) {
+					t.Fatalf("protojson did not write proto names: %.80s", body)
+				}
 				got, rej, msg, err := Decode(body, "application/json; charset=utf-8", Options{})
 				if err != nil {
-					t.Fatalf("numbers=%v: %v\n%s", numbers, err, body)
+					t.Fatalf("numbers=%v protoNames=%v: %v\n%s", numbers, protoNames, err, body)
 				}
 				if rej != wantRej || msg != wantMsg {
 					t.Errorf("numbers=%v: rejected %d %q, protobuf %d %q", numbers, rej, msg, wantRej, wantMsg)
@@ -267,7 +297,7 @@ func TestJSONAndProtobufDecodeIdentically(t *testing.T) {
 				}
 				for i := range want {
 					if d := trace.Diff(want[i], got[i]); d != "" {
-						t.Errorf("numbers=%v: span %d: %s", numbers, i, d)
+						t.Errorf("numbers=%v protoNames=%v: span %d: %s", numbers, protoNames, i, d)
 					}
 				}
 			}
@@ -588,6 +618,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"wrong content type", "text/plain", good, Options{}, ErrUnsupportedMediaType, `content type "text/plain"`},
 		{"ndjson is not OTLP", "application/x-ndjson", good, Options{}, ErrUnsupportedMediaType, "application/x-ndjson"},
 		{"unparsable content type", "application/", good, Options{}, ErrUnsupportedMediaType, "content type"},
+		{"no resourceSpans", ContentTypeJSON, []byte(`{"resourceSpan":[{"scopeSpans":[]}]}`), Options{}, ErrMalformed, `no "resourceSpans"`},
+		{"not OTLP", ContentTypeJSON, []byte(`{"trace_id":"0102","spans":[]}`), Options{}, ErrMalformed, `no "resourceSpans"`},
 		{"too many spans", ContentTypeProtobuf, tooManyPB, Options{MaxSpansPerRequest: 2}, ErrTooLarge, "3 spans, limit 2"},
 		{"body too large", ContentTypeProtobuf, good, Options{MaxBodySize: 100}, ErrTooLarge, "limit 100"},
 	} {
@@ -628,6 +660,24 @@ func TestIsOTLPContentType(t *testing.T) {
 	} {
 		if got := IsOTLPContentType(ct); got != want {
 			t.Errorf("%q: %v", ct, got)
+		}
+	}
+}
+
+// TestCamelCaseKeys: member names change, string values (attribute keys
+// among them) never do.
+func TestCamelCaseKeys(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"resource_spans":[]}`:                                `{"resourceSpans":[]}`,
+		`{"key":"http.status_code","value":{"int_value":"1"}}`: `{"key":"http.status_code","value":{"intValue":"1"}}`,
+		`{ "parent_span_id" : "a_b", "x":"y_z" }`:              `{ "parentSpanId" : "a_b", "x":"y_z" }`,
+		`{"a\"_b":1,"s":"q\"_r:"}`:                             `{"a\"B":1,"s":"q\"_r:"}`,
+		`{"resourceSpans":[]}`:                                 `{"resourceSpans":[]}`,
+		`{"dropped_attributes_count":0,"__x_":"_"}`:            `{"droppedAttributesCount":0,"X":"_"}`,
+		`{"unterminated_`:                                      `{"unterminated_`,
+	} {
+		if got := string(camelCaseKeys([]byte(in))); got != want {
+			t.Errorf("%s: got %s, want %s", in, got, want)
 		}
 	}
 }

@@ -335,7 +335,14 @@ func (b *jsonBytes) UnmarshalJSON(data []byte) error {
 
 // unmarshalJSON decodes an OTLP JSON ExportTraceServiceRequest into the
 // protobuf types. badIDs names the spans whose ids were not hex.
+//
+// Field names may be spelled lowerCamelCase ("resourceSpans") or as in the
+// .proto files ("resource_spans"), as the protobuf JSON mapping requires
+// parsers to accept (opentelemetry-proto's own examples used the second
+// until 2023). A body with members but no "resourceSpans" is not an OTLP
+// request: ErrMalformed, never an empty success ({} is the empty request).
 func unmarshalJSON(body []byte) (*collectortrace.ExportTraceServiceRequest, map[*tracepb.Span]string, error) {
+	body = camelCaseKeys(body)
 	var jr jsonRequest
 	if err := json.Unmarshal(body, &jr); err != nil {
 		var syn *json.SyntaxError
@@ -347,6 +354,12 @@ func unmarshalJSON(body []byte) (*collectortrace.ExportTraceServiceRequest, map[
 			return nil, nil, fmt.Errorf("%w: JSON at offset %d: field %s: %v", ErrMalformed, typ.Offset, typ.Field, err)
 		}
 		return nil, nil, fmt.Errorf("%w: JSON: %v", ErrMalformed, err)
+	}
+	if jr.ResourceSpans == nil {
+		var top map[string]json.RawMessage
+		if json.Unmarshal(body, &top) != nil || len(top) > 0 && top["resourceSpans"] == nil {
+			return nil, nil, fmt.Errorf("%w: JSON: no \"resourceSpans\" (or \"resource_spans\") member: not an OTLP trace export request", ErrMalformed)
+		}
 	}
 	c := jsonConverter{}
 	req, err := c.request(&jr)
@@ -557,4 +570,62 @@ func (c *jsonConverter) anyValue(jv *jsonAnyValue) (*commonpb.AnyValue, error) {
 		return nil, fmt.Errorf("value sets %d of stringValue, boolValue, intValue, doubleValue, bytesValue, arrayValue, kvlistValue; want one", set)
 	}
 	return av, nil
+}
+
+// camelCaseKeys returns body with every object member name that holds an
+// underscore turned into lowerCamelCase ("parent_span_id" →
+// "parentSpanId"), or body itself when no name has one. OTLP JSON has no
+// user-chosen member names (attribute keys are "key" values, not names),
+// so only field names change. Malformed input is returned as it is, for
+// the decoder to report.
+func camelCaseKeys(body []byte) []byte {
+	var out []byte // nil until a name changes
+	copied := 0    // body[:copied] is in out
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		start := i
+		underscore := false
+		for i++; i < len(body) && body[i] != '"'; i++ {
+			switch body[i] {
+			case '\\':
+				i++
+			case '_':
+				underscore = true
+			}
+		}
+		if i >= len(body) {
+			break
+		}
+		if !underscore {
+			continue
+		}
+		j := i + 1
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j >= len(body) || body[j] != ':' {
+			continue // a string value, not a member name
+		}
+		out = append(out, body[copied:start+1]...)
+		upper := false
+		for _, c := range body[start+1 : i] {
+			switch {
+			case c == '_':
+				upper = true
+			case upper && c >= 'a' && c <= 'z':
+				out = append(out, c-'a'+'A')
+				upper = false
+			default:
+				out = append(out, c)
+				upper = false
+			}
+		}
+		copied = i
+	}
+	if out == nil {
+		return body
+	}
+	return append(out, body[copied:]...)
 }
