@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -102,9 +104,6 @@ func importJSON(ctx context.Context, path string, opts ingest.Options, emit inge
 		children := sp.Children
 		sp.Children = nil
 		sum.Events++
-		if sp.ParentID == 0 {
-			sum.Traces++
-		}
 		sum.Records += sp.Recs
 		if err := emit(sp); err != nil {
 			return err
@@ -129,7 +128,8 @@ func importJSON(ctx context.Context, path string, opts ingest.Options, emit inge
 }
 
 // spanSink batches spans to the daemon or into a stopped data directory,
-// checking each against the daemon's per-span limits first.
+// checking each against the daemon's per-span limits first; with put nil
+// (a dry run) it drops them.
 type spanSink struct {
 	put     func(ctx context.Context, spans []*trace.Span) error
 	limits  trace.IngestLimits
@@ -141,10 +141,23 @@ type spanSink struct {
 }
 
 func (s *spanSink) add(ctx context.Context, sp *trace.Span) error {
+	if err := s.check(sp); err != nil {
+		return err
+	}
+	return s.enqueue(ctx, sp)
+}
+
+// check counts sp and holds it against the per-span limits.
+func (s *spanSink) check(sp *trace.Span) error {
 	s.seen++
 	if err := s.limits.CheckSpan(sp); err != nil {
 		return fmt.Errorf("span %d (trace %s): %w (see [limits] in the daemon's config; --config names it)", s.seen, sp.TraceID, err)
 	}
+	return nil
+}
+
+// enqueue adds a checked span to the batch.
+func (s *spanSink) enqueue(ctx context.Context, sp *trace.Span) error {
 	s.pending = append(s.pending, sp)
 	if len(s.pending) >= s.batch {
 		return s.flush(ctx)
@@ -156,6 +169,11 @@ func (s *spanSink) flush(ctx context.Context) error {
 	if len(s.pending) == 0 {
 		return nil
 	}
+	if s.put == nil { // dry run
+		s.bar.add(int64(len(s.pending)))
+		s.pending = s.pending[:0]
+		return nil
+	}
 	if err := s.put(ctx, s.pending); err != nil {
 		return err
 	}
@@ -163,6 +181,144 @@ func (s *spanSink) flush(ctx context.Context) error {
 	s.bar.add(int64(len(s.pending)))
 	s.pending = s.pending[:0]
 	return nil
+}
+
+// spool stages the spans of one input in a temporary file (chunk-payload
+// CBOR, each batch prefixed by its length) while the input decodes, so
+// that an input that fails to decode stores nothing: replay runs only
+// after the decoder finished without error.
+type spool struct {
+	f       *os.File
+	w       *bufio.Writer
+	pending []*trace.Span
+	batch   int
+	buf     []byte
+}
+
+func newSpool(batch int) (*spool, error) {
+	f, err := os.CreateTemp("", "ztsctl-import-*.spool")
+	if err != nil {
+		return nil, fmt.Errorf("staging the import: %w", err)
+	}
+	return &spool{f: f, w: bufio.NewWriterSize(f, 1<<20), batch: batch}, nil
+}
+
+func (s *spool) add(sp *trace.Span) error {
+	s.pending = append(s.pending, sp)
+	if len(s.pending) >= s.batch {
+		return s.flush()
+	}
+	return nil
+}
+
+func (s *spool) flush() error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	var err error
+	if s.buf, err = trace.EncodeChunk(s.buf[:0], s.pending); err != nil {
+		return fmt.Errorf("staging the import: %w", err)
+	}
+	var n [binary.MaxVarintLen64]byte
+	s.w.Write(n[:binary.PutUvarint(n[:], uint64(len(s.buf)))])
+	if _, err := s.w.Write(s.buf); err != nil {
+		return fmt.Errorf("staging the import in %s: %w", s.f.Name(), err)
+	}
+	s.pending = s.pending[:0]
+	return nil
+}
+
+// replay hands every staged span, in decode order, to add.
+func (s *spool) replay(ctx context.Context, add func(*trace.Span) error) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if err := s.w.Flush(); err != nil {
+		return fmt.Errorf("staging the import in %s: %w", s.f.Name(), err)
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(s.f, 1<<20)
+	for {
+		n, err := binary.ReadUvarint(r)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil || n > 1<<31 {
+			return fmt.Errorf("reading the staged import %s: bad batch length (%v)", s.f.Name(), err)
+		}
+		if uint64(cap(s.buf)) < n {
+			s.buf = make([]byte, n)
+		}
+		s.buf = s.buf[:n]
+		if _, err := io.ReadFull(r, s.buf); err != nil {
+			return fmt.Errorf("reading the staged import %s: %w", s.f.Name(), err)
+		}
+		spans, err := trace.DecodeChunk(s.buf, trace.Limits{})
+		if err != nil {
+			return fmt.Errorf("reading the staged import %s: %w", s.f.Name(), err)
+		}
+		for _, sp := range spans {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := add(sp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *spool) close() {
+	s.f.Close()
+	os.Remove(s.f.Name())
+}
+
+// importOne decodes one input and stores its spans through sink. Without
+// keepGoing the spans are staged first and stored only when the whole
+// input decoded, so a failed import stores nothing; with it, spans are
+// stored as they decode and the summary's "stored" says how many were
+// kept. sum.Traces counts distinct trace ids.
+func importOne(ctx context.Context, imp importer, path string, keepGoing bool, sink *spanSink) (*ingest.Summary, error) {
+	var traces ingest.TraceSet
+	before := sink.stored
+	finish := func(sum *ingest.Summary) {
+		if sum != nil {
+			sum.Traces = traces.Len()
+			sum.Stored = sink.stored - before
+		}
+	}
+	if keepGoing || sink.put == nil {
+		sum, err := imp(ctx, path, ingest.Options{KeepGoing: keepGoing},
+			traces.Counting(func(sp *trace.Span) error { return sink.add(ctx, sp) }))
+		if ferr := sink.flush(ctx); err == nil {
+			err = ferr
+		}
+		finish(sum)
+		return sum, err
+	}
+	sp, err := newSpool(sink.batch)
+	if err != nil {
+		return nil, err
+	}
+	defer sp.close()
+	sum, err := imp(ctx, path, ingest.Options{}, traces.Counting(func(s *trace.Span) error {
+		if err := sink.check(s); err != nil {
+			return err
+		}
+		return sp.add(s)
+	}))
+	if err != nil {
+		finish(sum)
+		return sum, fmt.Errorf("%w (nothing stored; --keep-going stores what decodes)", err)
+	}
+	err = sp.replay(ctx, func(s *trace.Span) error { return sink.enqueue(ctx, s) })
+	if ferr := sink.flush(ctx); err == nil {
+		err = ferr
+	}
+	finish(sum)
+	return sum, err
 }
 
 func newImportCmd(a *app) *cobra.Command {
@@ -178,7 +334,10 @@ trace-data bodies: give the agent-data file first, the trace-data files after it
 Framework: legacy binary, chunked binary, JSON), dial9 (TRC streams, gzip or not),
 atf (ADA Trace Format v2 session or thread directory), json (Trace JSON lines, as
 written by export --format json). It prints one JSON summary per PATH:
-{"format","source","events","traces","records","warnings","details"}.`,
+{"format","source","events","traces","records","stored","warnings","details"}: traces counts
+distinct trace ids, stored the spans stored. An input that fails to decode stores nothing
+(its spans are staged in a temporary file until it decoded whole); with --keep-going what
+decoded before the error is stored and the error becomes a warning.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr("import needs at least one PATH")
@@ -203,7 +362,7 @@ written by export --format json). It prints one JSON summary per PATH:
 				MaxStringSize: int(cfg.Limits.MaxStringSize), MaxRecordsPerSpan: cfg.Limits.MaxRecordsPerSpan, MaxDepth: cfg.Limits.MaxDepth}}
 			switch {
 			case dryRun:
-				sink.put = func(context.Context, []*trace.Span) error { return nil }
+				sink.put = nil // decode and count only
 			case storeDir != "":
 				opt := storedir.DefaultOptions()
 				opt.Sync = storedir.SyncNone
@@ -251,11 +410,7 @@ written by export --format json). It prints one JSON summary per PATH:
 					}
 				}
 				sink.bar = newCountBar(a.stderr, "import "+filepath.Base(path), "spans")
-				sum, err := imp(ctx, path, ingest.Options{KeepGoing: keepGoing},
-					func(sp *trace.Span) error { return sink.add(ctx, sp) })
-				if ferr := sink.flush(ctx); err == nil {
-					err = ferr
-				}
+				sum, err := importOne(ctx, imp, path, keepGoing, sink)
 				sink.bar.finish()
 				if sum != nil {
 					if sum.Warnings == nil {
@@ -274,7 +429,7 @@ written by export --format json). It prints one JSON summary per PATH:
 	f.StringVar(&format, "format", "auto", "auto, zorka, wtf, dial9, atf or json")
 	f.StringVar(&storeDir, "store", "", "write into this stopped data directory instead of the daemon")
 	f.StringVar(&configPath, "config", "", "the daemon's ztsd.toml: its [limits] apply to every span before it is submitted (default: the built-in limits)")
-	f.BoolVar(&keepGoing, "keep-going", false, "keep what decoded before a decode error, reported as a warning")
+	f.BoolVar(&keepGoing, "keep-going", false, "store what decoded before a decode error (reported as a warning; \"stored\" counts the spans kept); without it a failed input stores nothing")
 	f.BoolVar(&dryRun, "dry-run", false, "decode and summarise only; store nothing")
 	f.IntVar(&batch, "batch", 2000, "spans per request")
 	return cmd
