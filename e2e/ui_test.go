@@ -216,6 +216,36 @@ func bigTrace(traceID string, n int) []byte {
 	return buf.Bytes()
 }
 
+// bigRecordTrace is one span whose root record has 1,000 child records of
+// 99 children each: 100,001 records with the root.
+func bigRecordTrace(traceID string) []byte {
+	const width, leafNS = 99, 1_000
+	base := time.Now().Add(-time.Minute).UnixNano()
+	var b bytes.Buffer
+	total := int64(1000 * (width*leafNS + 2*leafNS))
+	fmt.Fprintf(&b, `{"trace_id":%q,"span_id":"00000000000000f1","parent_id":"","type":"batch","start_ns":%d,"duration_ns":%d,`+
+		`"calls":100000,"errors":0,"recs":100000,"error":false,"source":"json","attrs":{"service.name":"batch-service"},`+
+		`"root":{"method":"Batch.run","start_ns":0,"duration_ns":%d,"calls":1,"errors":0,"children":[`, traceID, base, total, total)
+	at := int64(0)
+	for i := 0; i < 1000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		d := int64(width*leafNS + leafNS)
+		fmt.Fprintf(&b, `{"method":"Item.process#%d","start_ns":%d,"duration_ns":%d,"calls":1,"errors":0,"children":[`, i%50, at, d)
+		for j := 0; j < width; j++ {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"method":"Step.%d","start_ns":%d,"duration_ns":%d,"calls":1,"errors":0}`, j%20, at+int64(j)*leafNS, leafNS)
+		}
+		b.WriteString("]}")
+		at += d + leafNS
+	}
+	b.WriteString("]}}\n")
+	return b.Bytes()
+}
+
 func TestWebUI(t *testing.T) {
 	if uiChromium() == "" {
 		t.Skip("no Chromium installed (apt-get install chromium, or set ZTSD_CHROMIUM)")
@@ -231,6 +261,10 @@ func TestWebUI(t *testing.T) {
 	if r := post(t, hc, "/v1/traces", map[string]string{"Content-Type": "application/x-ndjson"}, bigTrace(bigID, 10_000)); r.status != http.StatusOK {
 		t.Fatalf("put the 10,000-span trace: %d %s", r.status, r.body)
 	}
+	const bigRecsID = "b16ec0b16ec0b16ec0b16ec0b16ec0b1"
+	if r := post(t, hc, "/v1/traces", map[string]string{"Content-Type": "application/x-ndjson"}, bigRecordTrace(bigRecsID)); r.status != http.StatusOK {
+		t.Fatalf("put the 100,000-record trace: %d %s", r.status, r.body)
+	}
 	t.Logf("daemon started and samples imported in %v", time.Since(t0).Round(time.Millisecond))
 	b := newBrowser(t, base)
 
@@ -239,6 +273,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("dial9 polls", func(t *testing.T) { b.t = t; uiDial9(b) })
 	t.Run("stores", func(t *testing.T) { b.t = t; uiStores(b) })
 	t.Run("10000 spans", func(t *testing.T) { b.t = t; uiBigTrace(b, bigID) })
+	t.Run("100000 records", func(t *testing.T) { b.t = t; uiBigRecords(b, bigRecsID) })
 	t.Run("bad input", func(t *testing.T) { b.t = t; uiBadInput(b, d) })
 	t.Logf("TestWebUI took %v", time.Since(t0).Round(time.Millisecond))
 }
@@ -351,8 +386,17 @@ func uiSearchWTF(b *browser) {
 
 func uiZorka(b *browser) {
 	t := b.t
-	b.open("/search?source=zorka")
-	b.waitJS("zorka result", `document.body.dataset.searchDone === location.search && document.querySelector('.result-table .root-name')`)
+	// The service picker lists the imported Zorka file as a service.
+	b.open("/search")
+	b.waitJS("the service picker lists the zorka source", `[...document.querySelectorAll('select[name=service] option')].some(o => o.value.startsWith('zorka '))`)
+	svc := evalJS[string](b, `[...document.querySelectorAll('select[name=service] option')].find(o => o.value.startsWith('zorka ')).value`)
+	b.run("search the zorka service",
+		chromedp.SetValue(chromedp.CSS(`select[name=service]`), svc),
+		chromedp.Click(chromedp.CSS(`#search-form button[type=submit]`)))
+	b.waitJS("zorka result", `location.search.includes('service=') && document.body.dataset.searchDone === location.search && document.querySelector('.result-table .root-name')`)
+	if n := evalJS[int](b, `document.querySelectorAll('.result-table tbody tr').length`); n != 1 {
+		t.Errorf("service %q: %d results, want the sample's one trace", svc, n)
+	}
 	b.run("open the zorka trace", chromedp.Click(chromedp.CSS(`.result-table .root-name`)))
 	b.waitJS("trace page", `document.body.dataset.traceReady === 'true'`)
 	details := b.text("#details")
@@ -420,6 +464,11 @@ func uiBigTrace(b *browser, id string) {
 	if rows == 0 || rows > 200 {
 		t.Errorf("%d waterfall rows in the DOM: want only those in view", rows)
 	}
+	// The root span's self time: its 101 gaps of 5 µs between and around
+	// its 100 child spans, less its 2 µs db.query record inside the first.
+	if d := b.text("#details"); !strings.Contains(d, "Self time\t503µs") {
+		t.Errorf("the root span's details do not show its 503 µs self time:\n%s", d)
+	}
 	if head := b.text(".trace-head"); !strings.Contains(head, "10,000") {
 		t.Errorf("the header does not count 10,000 spans:\n%s", head)
 	}
@@ -427,6 +476,32 @@ func uiBigTrace(b *browser, id string) {
 	evalJS[bool](b, `(() => { const s = document.querySelector('#waterfall'); s.scrollTop = s.scrollHeight; return true; })()`)
 	b.waitJS("rows at the end", `[...document.querySelectorAll('.wf-rows .wf-row')].some(r => +r.dataset.idx > 19000)`)
 	b.screenshot("big-trace")
+}
+
+func uiBigRecords(b *browser, id string) {
+	t := b.t
+	start := time.Now()
+	b.run("open the 100,000-record trace", chromedp.Navigate(b.base+"/trace/"+id))
+	b.waitJS("the 100,000-record trace", `document.body.dataset.traceReady === 'true'`)
+	wall := time.Since(start)
+	timing := evalJS[uiTiming](b, `window.ztsdTiming`)
+	rows := evalJS[int](b, `document.querySelectorAll('.wf-rows .wf-row').length`)
+	t.Logf("100,000-record trace (%d nodes): ready %.0f ms after navigation start (fetch %.0f ms, model %.0f ms, first render %.0f ms); %v wall time seen by the test; %d rows in the DOM",
+		timing.Nodes, timing.ReadyMs, timing.FetchMs, timing.BuildMs, timing.RenderMs, wall.Round(time.Millisecond), rows)
+	if timing.Nodes != 100_001 {
+		t.Errorf("the model has %d nodes, want 100,001 (the span with its root record, 1,000 items, 99,000 steps)", timing.Nodes)
+	}
+	if rows == 0 || rows > 200 {
+		t.Errorf("%d waterfall rows in the DOM: want only those in view", rows)
+	}
+	// The flame graph merges the 1,000 items into 50 Item.process#k paths
+	// of 20 Step.j paths each.
+	b.run("flame graph", chromedp.Click(chromedp.CSS(`.tab[data-view=flame]`)))
+	b.waitJS("flame bar", `/call paths/.test(document.querySelector('.flame-bar') && document.querySelector('.flame-bar').textContent)`)
+	if bar := b.text(".flame-bar"); !strings.Contains(bar, "1,051 distinct call paths") {
+		t.Errorf("flame graph of the 100,000 records: %q, want 1,051 call paths (1 + 50 + 50×20)", bar)
+	}
+	b.screenshot("big-records-flame")
 }
 
 // uiTiming is window.ztsdTiming, what trace.js measured while opening.

@@ -86,6 +86,30 @@ export async function attributeValues(key, limit = 200, signal) {
   return body.values || [];
 }
 
+// attributeKeys lists the attribute keys the stores hold.
+export async function attributeKeys(limit = 1000, signal) {
+  const body = await getJSON('/v1/attributes?limit=' + limit, { signal });
+  return body.keys || [];
+}
+
+// services lists what spans' services are: service.name values and, for
+// imported sources without one, their files ({name, attr, value, format}).
+let servicesCache = null;
+export function services() {
+  if (!servicesCache) {
+    servicesCache = getJSON('/v1/services').then((b) => b.services || []);
+    servicesCache.catch(() => { servicesCache = null; });
+  }
+  return servicesCache;
+}
+
+// operations lists a service's operation (root span) names through the
+// daemon's Jaeger query API.
+export async function operations(service, signal) {
+  const body = await getJSON('/api/operations?service=' + encodeURIComponent(service), { signal });
+  return (body.data || []).map((o) => o.name);
+}
+
 export async function stores(signal) {
   return getJSON('/v1/stores', { signal });
 }

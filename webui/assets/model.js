@@ -15,34 +15,37 @@ export function buildModel(roots) {
   const walk = (sp) => { allSpans.push(sp); if (base === null || sp.start < base) base = sp.start; (sp.spans || []).forEach(walk); };
   roots.forEach(walk);
   const nodes = [];
-  // Depth-first with an explicit stack: traces may nest hundreds deep.
-  const make = (kind, name, start, dur, span, rec, depth, parent) => {
-    const n = { kind, name, start, dur, end: start + Math.max(0, dur), self: 0, depth, parent, kids: [], last: 0, span, rec,
-      error: kind === 'span' ? !!span.error || !!(rec && rec.exception) : !!rec.exception, crit: false, idx: 0 };
-    return n;
-  };
-  const childEntries = (n) => {
-    const out = [];
-    const spanStart = Number(n.span.start - base);
-    if (n.rec && n.rec.children) for (const r of n.rec.children) out.push({ kind: 'rec', rec: r, span: n.span, start: spanStart + r.start_ns });
-    if (n.kind === 'span') for (const c of n.span.spans || []) out.push({ kind: 'span', span: c, rec: c.root || null, start: Number(c.start - base) });
-    out.sort((a, b) => a.start - b.start);
-    return out;
-  };
   const spanName = (sp) => (sp.root && sp.root.method) || sp.type || sp.span_id || '(span)';
+  const byStart = (a, b) => a.start - b.start;
+  // Depth-first with an explicit stack: traces may nest hundreds deep.
+  // A stack entry is a node not yet numbered; its children are made when
+  // it is popped, sorted by start, and pushed in reverse.
   const stack = [];
-  const sortedRoots = [...roots].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
-  for (let i = sortedRoots.length - 1; i >= 0; i--) stack.push({ kind: 'span', span: sortedRoots[i], rec: sortedRoots[i].root || null, start: Number(sortedRoots[i].start - base), depth: 0, parent: -1 });
+  const top = roots.map((sp) => newNode('span', spanName(sp), Number(sp.start - base), sp.duration_ns, sp, sp.root || null, 0, -1));
+  top.sort(byStart);
+  for (let i = top.length - 1; i >= 0; i--) stack.push(top[i]);
+  let records = 0;
   while (stack.length) {
-    const e = stack.pop();
-    const n = e.kind === 'span'
-      ? make('span', spanName(e.span), e.start, e.span.duration_ns, e.span, e.rec, e.depth, e.parent)
-      : make('rec', e.rec.method || '(record)', e.start, e.rec.duration_ns, e.span, e.rec, e.depth, e.parent);
+    const n = stack.pop();
     n.idx = nodes.length;
     nodes.push(n);
-    if (e.parent >= 0) nodes[e.parent].kids.push(n.idx);
-    const kids = childEntries(n);
-    for (let i = kids.length - 1; i >= 0; i--) stack.push({ ...kids[i], depth: e.depth + 1, parent: n.idx });
+    if (n.parent >= 0) nodes[n.parent].kids.push(n.idx);
+    if (n.rec) records++;
+    const kids = [];
+    const depth = n.depth + 1;
+    if (n.rec && n.rec.children) {
+      const spanStart = n.kind === 'span' ? n.start : n.spanStart;
+      for (const r of n.rec.children) {
+        const k = newNode('rec', r.method || '(record)', spanStart + r.start_ns, r.duration_ns, n.span, r, depth, n.idx);
+        k.spanStart = spanStart;
+        kids.push(k);
+      }
+    }
+    if (n.kind === 'span' && n.span.spans) {
+      for (const c of n.span.spans) kids.push(newNode('span', spanName(c), Number(c.start - base), c.duration_ns, c, c.root || null, depth, n.idx));
+    }
+    if (kids.length > 1) kids.sort(byStart);
+    for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
   }
   // Subtree ends (preorder: a subtree is contiguous) and self times.
   for (let i = nodes.length - 1; i >= 0; i--) {
@@ -53,7 +56,14 @@ export function buildModel(roots) {
   const topLevel = nodes.filter((n) => n.parent === -1);
   markCritical(topLevel, nodes);
   const end = Math.max(0, ...topLevel.map((n) => n.last >= 0 ? subtreeEnd(n, nodes) : n.end));
-  return { nodes, base, spans: allSpans.length, records: countRecords(roots), duration: end, topLevel };
+  return { nodes, base, spans: allSpans.length, records, duration: end, topLevel };
+}
+
+function newNode(kind, name, start, dur, span, rec, depth, parent) {
+  return {
+    kind, name, start, dur, end: start + Math.max(0, dur), self: 0, depth, parent, kids: [], last: 0, span, rec,
+    error: kind === 'span' ? !!span.error || !!(rec && rec.exception) : !!rec.exception, crit: false, idx: 0, spanStart: 0,
+  };
 }
 
 function subtreeEnd(n, nodes) {
@@ -62,22 +72,15 @@ function subtreeEnd(n, nodes) {
   return e;
 }
 
-function countRecords(roots) {
-  let n = 0;
-  const stack = [];
-  const addSpan = (sp) => { if (sp.root) stack.push(sp.root); (sp.spans || []).forEach(addSpan); };
-  roots.forEach(addSpan);
-  while (stack.length) { const r = stack.pop(); n++; if (r.children) for (const c of r.children) stack.push(c); }
-  return n;
-}
-
-// selfTime is the node's duration not covered by any of its children.
+// selfTime is the node's duration not covered by any of its children
+// (which are in start order).
 function selfTime(n, nodes) {
   if (!n.kids.length) return Math.max(0, n.dur);
-  let covered = 0, curS = -Infinity, curE = -Infinity;
-  const iv = n.kids.map((k) => [Math.max(nodes[k].start, n.start), Math.min(nodes[k].end, n.end)]).filter(([s, e]) => e > s);
-  iv.sort((a, b) => a[0] - b[0]);
-  for (const [s, e] of iv) {
+  let covered = 0, curS = 0, curE = -Infinity;
+  for (const k of n.kids) {
+    const c = nodes[k];
+    const s = c.start > n.start ? c.start : n.start, e = c.end < n.end ? c.end : n.end;
+    if (e <= s) continue;
     if (s > curE) { if (curE > curS) covered += curE - curS; curS = s; curE = e; } else if (e > curE) curE = e;
   }
   if (curE > curS) covered += curE - curS;
@@ -95,7 +98,8 @@ function markCritical(top, nodes) {
     const n = nodes[i];
     n.crit = true;
     let cursor = Math.min(n.end, until);
-    const kids = n.kids.map((k) => nodes[k]).sort((a, b) => b.end - a.end);
+    const kids = n.kids.map((k) => nodes[k]);
+    if (kids.length > 1) kids.sort((a, b) => b.end - a.end);
     for (const c of kids) {
       if (c.start >= cursor) continue;
       stack.push([c.idx, cursor]);

@@ -1,7 +1,8 @@
 // search.js: the search page, /search?…. The URL holds the whole query, so
 // a search is a link; the form writes the URL and the page renders from it.
 //
-// URL parameters: service, source, thread (attribute pickers), op (an
+// URL parameters: service (a name from /v1/services: a service.name, or
+// an imported source file), source and thread (attribute pickers), op (an
 // operation name, matched as text), attr=key:value (repeatable), text,
 // min and max (durations like 5ms), errors=true, range (15m … 7d, all or
 // custom) with since/until (ISO times) for custom, limit, cursor, page.
@@ -9,7 +10,6 @@ import * as api from './api.js';
 import { el, errorBox, fmtDur, fmtLocal, fmtUTC, nsToDate, fmtInt } from './util.js';
 
 const pickers = [
-  { param: 'service', key: 'service.name', label: 'Service' },
   { param: 'source', key: 'source.format', label: 'Source format' },
   { param: 'thread', key: 'thread', label: 'Thread' },
 ];
@@ -29,8 +29,12 @@ export function parseDuration(s) {
 
 // apiQuery maps the page's URL parameters onto /v1/search parameters, or
 // throws an Error naming the bad parameter.
-export function apiQuery(p) {
+export function apiQuery(p, services) {
   const q = new URLSearchParams();
+  if (p.get('service')) {
+    const svc = (services || []).find((s) => s.name === p.get('service'));
+    q.append('attr', svc ? `${svc.attr}:${svc.value}` : `service.name:${p.get('service')}`);
+  }
   for (const pk of pickers) if (p.get(pk.param)) q.append('attr', `${pk.key}:${p.get(pk.param)}`);
   for (const a of p.getAll('attr')) {
     if (!a.includes(':') || a.startsWith(':')) throw new Error(`attribute filter "${a}": want key:value`);
@@ -94,6 +98,21 @@ async function suggest(list, key) {
 function buildForm(p) {
   const f = el('form', { class: 'search-form', id: 'search-form', autocomplete: 'off' });
   const row = (label, input) => el('label', { class: 'field' }, el('span', null, label), input);
+  // Service, then its operations (from the Jaeger query API) as
+  // suggestions for the operation field.
+  const svcSel = el('select', { name: 'service' }, el('option', { value: '' }, 'all'));
+  const curSvc = p.get('service');
+  if (curSvc) svcSel.append(el('option', { value: curSvc, selected: true }, curSvc));
+  api.services().then((list) => {
+    for (const s of list) if (s.name !== curSvc) svcSel.append(el('option', { value: s.name }, s.name));
+  }).catch(() => { /* the search reports an unreachable daemon */ });
+  const loadOps = () => {
+    const list = document.getElementById('op-list');
+    if (!svcSel.value || !list) return;
+    api.operations(svcSel.value).then((ops) => list.replaceChildren(...ops.map((v) => el('option', { value: v })))).catch(() => {});
+  };
+  svcSel.addEventListener('change', loadOps);
+  f.append(row('Service', svcSel));
   for (const pk of pickers) {
     const sel = el('select', { name: pk.param, 'data-key': pk.key }, el('option', { value: '' }, 'all'));
     const cur = p.get(pk.param);
@@ -105,14 +124,19 @@ function buildForm(p) {
     f.append(row(pk.label, sel));
   }
   const opList = el('datalist', { id: 'op-list' });
-  f.append(row('Operation', el('input', { name: 'op', value: p.get('op') || '', list: 'op-list', placeholder: 'span or method name' })), opList);
+  const opInput = el('input', { name: 'op', value: p.get('op') || '', list: 'op-list', placeholder: 'span or method name' });
+  opInput.addEventListener('focus', loadOps, { once: true });
+  f.append(row('Operation', opInput), opList);
+  const keyList = el('datalist', { id: 'attr-keys' });
+  f.append(keyList);
+  api.attributeKeys(2000).then((keys) => keyList.replaceChildren(...keys.map((k) => el('option', { value: k })))).catch(() => {});
 
   // Attribute filters: key:value rows with value suggestions for the key.
   const attrs = el('div', { class: 'attr-rows' });
   const addAttr = (val) => {
     const [k, ...rest] = (val || '').split(':');
     const list = el('datalist', { id: 'vals-' + Math.random().toString(36).slice(2) });
-    const key = el('input', { class: 'attr-key', placeholder: 'key', value: k || '', 'aria-label': 'attribute key' });
+    const key = el('input', { class: 'attr-key', placeholder: 'key', value: k || '', list: 'attr-keys', 'aria-label': 'attribute key' });
     const value = el('input', { class: 'attr-value', placeholder: 'value', value: rest.join(':'), list: list.id, 'aria-label': 'attribute value' });
     const load = () => { if (key.value.trim()) suggest(list, key.value.trim()); };
     key.addEventListener('change', load);
@@ -267,7 +291,8 @@ export async function render(app, { params }) {
 
   let q;
   try {
-    q = apiQuery(params);
+    const svcs = params.get('service') ? await api.services().catch(() => []) : [];
+    q = apiQuery(params, svcs);
   } catch (err) {
     results.replaceChildren(errorBox('Malformed query: ' + err.message));
     return;
@@ -319,6 +344,6 @@ export async function render(app, { params }) {
   // Operation suggestions: the root names seen here.
   fillNames(rows, ctl.signal).then(() => {
     const list = document.getElementById('op-list');
-    if (list) list.replaceChildren(...[...new Set(rows.map((x) => x.tr.nameCell.textContent))].map((v) => el('option', { value: v })));
+    if (list && !params.get('service')) list.replaceChildren(...[...new Set(rows.map((x) => x.tr.nameCell.textContent))].map((v) => el('option', { value: v })));
   });
 }
