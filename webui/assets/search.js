@@ -33,7 +33,9 @@ export function apiQuery(p, services) {
   const q = new URLSearchParams();
   if (p.get('service')) {
     const svc = (services || []).find((s) => s.name === p.get('service'));
-    q.append('attr', svc ? `${svc.attr}:${svc.value}` : `service.name:${p.get('service')}`);
+    if (!svc) q.append('attr', `service.name:${p.get('service')}`);
+    else if (svc.attrs) for (const [k, v] of Object.entries(svc.attrs)) q.append('attr', `${k}:${v}`);
+    else q.append('attr', `${svc.attr}:${svc.value}`);
   }
   for (const pk of pickers) if (p.get(pk.param)) q.append('attr', `${pk.key}:${p.get(pk.param)}`);
   for (const a of p.getAll('attr')) {
@@ -70,8 +72,11 @@ export function apiQuery(p, services) {
   return q;
 }
 
-// rootName is a result's name until its root record is fetched.
+// provisionalName is a result's name: its root record's method when the
+// search answer carries it, else a name from its attributes until the
+// root record is fetched.
 function provisionalName(r) {
+  if (r.root && r.root.method) return r.root.method;
   const a = r.attrs || {};
   if (a['call.method']) return String(a['call.method']);
   if (a['http.method'] && a['http.url']) return `${a['http.method']} ${a['http.url']}`;
@@ -255,10 +260,13 @@ function resultRow(r) {
   return tr;
 }
 
-// fillNames fetches each result's root span (without its child spans) to
-// show its root record's name, four at a time.
+// fillNames fetches the root span (without its child spans) of each
+// result that came without its root record, to show its name, four at a
+// time.
 async function fillNames(rows, signal) {
   let next = 0;
+  // Results name their root record when the daemon sends it ("root").
+  rows = rows.filter(({ r }) => !(r.root && r.root.method));
   const worker = async () => {
     while (next < rows.length && !signal.aborted) {
       const { r, tr } = rows[next++];
