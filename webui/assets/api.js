@@ -62,7 +62,12 @@ export async function getTrace(id, spanID, signal) {
   const text = await resp.text();
   const roots = [];
   for (const line of text.split('\n')) {
-    if (line.trim() !== '') roots.push(fixSpan(parseSpanJSON(line)));
+    if (line.trim() === '') continue;
+    const v = parseSpanJSON(line);
+    // A failure after the first line ends the stream with an error
+    // trailer {"error","code","status"} instead of a span.
+    if (v && v.error !== undefined && v.trace_id === undefined) throw new ApiError(v.status || 500, v.code || 'internal', v.error);
+    roots.push(fixSpan(v));
   }
   let warnings = [];
   const h = resp.headers.get('X-Ztsd-Warnings');
