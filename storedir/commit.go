@@ -234,8 +234,30 @@ func (db *DB) committer() {
 				break drain
 			}
 		}
+		if db.opt.Sync == SyncBatch && db.opt.BatchMaxDelay > 0 {
+			batch = db.gather(batch)
+		}
 		db.commitGroup(batch)
 	}
+}
+
+// gather waits up to BatchMaxDelay after a group's first request for more
+// requests to join its fsync (group commit with a delay); a full group or
+// a stopping DB ends the wait early.
+func (db *DB) gather(batch []*commitReq) []*commitReq {
+	t := time.NewTimer(db.opt.BatchMaxDelay)
+	defer t.Stop()
+	for len(batch) < cap(db.commits) {
+		select {
+		case r := <-db.commits:
+			batch = append(batch, r)
+		case <-t.C:
+			return batch
+		case <-db.stop:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (db *DB) commitGroup(batch []*commitReq) {

@@ -76,6 +76,11 @@ type Options struct {
 	Logger          *slog.Logger
 	// Now is the clock (tests inject one).
 	Now func() time.Time
+	// BatchMaxDelay is, under SyncBatch, how long the committer waits
+	// after a group's first request for others to join its fsync (config
+	// batch_max_delay). 0 commits at once: the requests that arrived
+	// during the previous fsync form the group.
+	BatchMaxDelay time.Duration
 	// Observer receives write-path measurements (metrics); may be nil.
 	Observer Observer
 	// FS is the file system the data files are written through; nil is
