@@ -67,8 +67,10 @@ type Config struct {
 	OTLPGRPCListen string `toml:"otlp_grpc_listen"`
 	// Sync is the durability policy: SyncAlways, SyncBatch or SyncNone.
 	Sync string `toml:"sync"`
-	// BatchMaxDelay bounds how long a write under SyncBatch waits for others
-	// to join its fsync (0 to 1s); 0 syncs as soon as the previous fsync ends.
+	// BatchMaxDelay is how long, under SyncBatch, the committer waits after
+	// a group's first write for others to join its fsync (0 to 1s): every
+	// write may wait this long. 0 syncs at once; the writes that arrived
+	// during the previous fsync still share the next one.
 	BatchMaxDelay Duration `toml:"batch_max_delay"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
@@ -122,7 +124,26 @@ type LimitsConfig struct {
 	MaxRecordsPerSpan   int  `toml:"max_records_per_span"`   // method-call records in one span
 	MaxStringSize       Size `toml:"max_string_size"`        // one string (name, attribute, message)
 	MaxSearchLimit      int  `toml:"max_search_limit"`       // largest limit= a search may ask for
+
+	// ReadTimeout bounds reading one request, headers and body; a client
+	// sending slower is disconnected.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxConnections caps the API connections open at once (unix socket
+	// and TCP together); past it a client gets 503 "too many connections".
+	MaxConnections int `toml:"max_connections"`
+	// MemoryBudget is the daemon's memory budget: in-flight request bodies
+	// (BodyMemoryFactor times their size), Zorka session symbol tables and
+	// the memory held after start-up reserve against it; past it requests
+	// get 503 with Retry-After. It is also the Go runtime's soft memory
+	// limit. At least 4 times max_body_size.
+	MemoryBudget Size `toml:"memory_budget"`
 }
+
+// BodyMemoryFactor is server.BodyMemoryFactor (config does not import
+// server): what a request body is accounted as per byte.
+const BodyMemoryFactor = 4
 
 // AccessConfig lists who, besides root and the daemon's own uid (always
 // allowed), may use the socket API; peers are identified by their socket
@@ -172,7 +193,7 @@ func Default() Config {
 		SocketMode:    "0660",
 		UI:            true,
 		Sync:          SyncBatch,
-		BatchMaxDelay: Duration(time.Millisecond),
+		BatchMaxDelay: 0,
 		LogLevel:      LogInfo,
 		LogFormat:     LogText,
 		Store: StoreConfig{
@@ -190,6 +211,10 @@ func Default() Config {
 			MaxRecordsPerSpan:   1000000,
 			MaxStringSize:       1 << 20,
 			MaxSearchLimit:      10000,
+			ReadTimeout:         Duration(time.Minute),
+			IdleTimeout:         Duration(2 * time.Minute),
+			MaxConnections:      4096,
+			MemoryBudget:        1 << 30,
 		},
 		Zorka: ZorkaConfig{SessionIdleTimeout: Duration(2 * time.Minute)},
 	}
@@ -455,6 +480,17 @@ func (c Config) validate() []*KeyError {
 	}
 	if c.Limits.MaxSearchLimit < 1 || c.Limits.MaxSearchLimit > maxSearchLimit {
 		bad("limits.max_search_limit", "%d is not within 1 to %d", c.Limits.MaxSearchLimit, maxSearchLimit)
+	}
+	if c.Limits.ReadTimeout < Duration(time.Second) {
+		bad("limits.read_timeout", "%s is less than 1s", c.Limits.ReadTimeout)
+	}
+	if c.Limits.IdleTimeout < Duration(time.Second) {
+		bad("limits.idle_timeout", "%s is less than 1s", c.Limits.IdleTimeout)
+	}
+	positive("limits.max_connections", c.Limits.MaxConnections)
+	if c.Limits.MemoryBudget < BodyMemoryFactor*c.Limits.MaxBodySize {
+		bad("limits.memory_budget", "%s is less than %d times limits.max_body_size %s: a largest request could never be accepted",
+			c.Limits.MemoryBudget, BodyMemoryFactor, c.Limits.MaxBodySize)
 	}
 
 	if c.Zorka.SessionIdleTimeout <= 0 {

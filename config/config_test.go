@@ -77,6 +77,10 @@ max_attrs = 128
 max_records_per_span = 20000
 max_string_size = "64KiB"
 max_search_limit = 500
+read_timeout = "30s"
+idle_timeout = "5m"
+max_connections = 100
+memory_budget = "512MiB"
 [access]
 read_uids = [1000, 1001]
 write_uids = [1002]
@@ -97,7 +101,8 @@ session_idle_timeout = "90s"
 			MaxStoreAge: Duration(7 * 24 * time.Hour), ChunkTargetSize: 256 << 10},
 		Retention: RetentionConfig{MaxStores: 16, MaxTotalSize: 50e9, MaxAge: Duration(14 * 24 * time.Hour)},
 		Limits: LimitsConfig{MaxBodySize: 16 << 20, MaxTracesPerRequest: 5000, MaxDepth: 64, MaxAttrs: 128,
-			MaxRecordsPerSpan: 20000, MaxStringSize: 64 << 10, MaxSearchLimit: 500},
+			MaxRecordsPerSpan: 20000, MaxStringSize: 64 << 10, MaxSearchLimit: 500,
+			ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(5 * time.Minute), MaxConnections: 100, MemoryBudget: 512 << 20},
 		Access: AccessConfig{ReadUIDs: []uint32{1000, 1001}, WriteUIDs: []uint32{1002}, ReadGIDs: []uint32{50},
 			WriteGIDs: []uint32{51, 52}},
 		Zorka: ZorkaConfig{SessionIdleTimeout: Duration(90 * time.Second)},
@@ -305,7 +310,7 @@ func TestDiff(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	keys := Keys()
-	if len(keys) != 32 || keys[0] != "data_dir" || keys[len(keys)-1] != "zorka.session_idle_timeout" {
+	if len(keys) != 36 || keys[0] != "data_dir" || keys[len(keys)-1] != "zorka.session_idle_timeout" {
 		t.Errorf("Keys() = %d keys %q", len(keys), keys)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,10 +36,12 @@ import (
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/index/kv"
 	"github.com/ztsd/ztsd/ingest/otlp"
 	"github.com/ztsd/ztsd/ingest/zorka"
 	buildversion "github.com/ztsd/ztsd/internal/version"
 	"github.com/ztsd/ztsd/jaegerapi"
+	"github.com/ztsd/ztsd/membudget"
 	"github.com/ztsd/ztsd/server"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/tempoapi"
@@ -136,12 +140,14 @@ func run(args []string, stderr io.Writer) int {
 }
 
 type daemonState struct {
-	cfg   config.Config
-	flags flags
-	log   *slog.Logger
-	level *slog.LevelVar
-	db    *storedir.DB
-	srv   *server.Server
+	cfg    config.Config
+	flags  flags
+	log    *slog.Logger
+	level  *slog.LevelVar
+	db     *storedir.DB
+	srv    *server.Server
+	budget *membudget.Budget
+	conns  *server.ConnLimiter
 }
 
 func storeOptions(cfg config.Config, log *slog.Logger, obs storedir.Observer) (storedir.Options, error) {
@@ -154,6 +160,7 @@ func storeOptions(cfg config.Config, log *slog.Logger, obs storedir.Observer) (s
 	if o.Sync, err = storedir.ParseSyncPolicy(cfg.Sync); err != nil {
 		return o, err
 	}
+	o.BatchMaxDelay = time.Duration(cfg.BatchMaxDelay)
 	o.MaxStoreSize = int64(cfg.Store.MaxStoreSize)
 	o.MaxStoreAge = time.Duration(cfg.Store.MaxStoreAge)
 	o.ChunkTargetSize = int(cfg.Store.ChunkTargetSize)
@@ -238,7 +245,16 @@ func (d *daemonState) serve() error {
 	d.db.SetObserver(metrics)
 	d.log.Info("stores open", "data_dir", d.cfg.DataDir, "stores", len(d.db.Stores()), "took", time.Since(t0).Round(time.Millisecond))
 
-	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout)})
+	// The memory budget starts with what the daemon holds once its stores
+	// are open, plus the index block caches they may fill.
+	d.budget = membudget.New(int64(d.cfg.Limits.MemoryBudget))
+	debug.SetMemoryLimit(int64(d.cfg.Limits.MemoryBudget))
+	baseline := heldMemory() + int64(len(d.db.Stores()))*2*kv.DefaultCacheBytes
+	d.budget.Reserve(baseline)
+	d.log.Info("memory budget", "memory_budget", int64(d.cfg.Limits.MemoryBudget), "baseline", baseline)
+	d.conns = server.NewConnLimiter(d.cfg.Limits.MaxConnections)
+
+	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout), Budget: d.budget})
 	otlpOpt := otlp.Options{MaxBodySize: int64(d.cfg.Limits.MaxBodySize), MaxSpansPerRequest: d.cfg.Limits.MaxTracesPerRequest,
 		Limits: decodeLimits(d.cfg), Status: server.StatusOf, Logger: d.log,
 		Ingest: func() trace.IngestLimits { return d.srv.Limits().Ingest }}
@@ -260,7 +276,7 @@ func (d *daemonState) serve() error {
 		routes = append(routes, ui.Routes()...)
 	}
 	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
-		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt), Routes: routes})
+		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt), Routes: routes, Budget: d.budget})
 	if d.cfg.OTLPGRPCListen != "" {
 		gl, err := listenGRPC(d.cfg.OTLPGRPCListen)
 		if err != nil {
@@ -290,8 +306,14 @@ func (d *daemonState) serve() error {
 			}
 		}
 	}()
-	httpSrv := &http.Server{Handler: d.srv.Handler(), ConnContext: server.ConnContext, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+	readTimeout := time.Duration(d.cfg.Limits.ReadTimeout)
+	httpSrv := &http.Server{Handler: d.srv.Handler(),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return server.ConnContext(ctx, server.UnwrapConn(c))
+		},
+		ReadHeaderTimeout: min(10*time.Second, readTimeout), ReadTimeout: readTimeout,
+		IdleTimeout: time.Duration(d.cfg.Limits.IdleTimeout),
+		ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
 
 	listeners, cleanup, err := d.listen()
 	if err != nil {
@@ -300,6 +322,7 @@ func (d *daemonState) serve() error {
 	defer cleanup()
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {
+		l = d.conns.Listener(l)
 		go func(l net.Listener) {
 			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serve %s: %w", l.Addr(), err)
@@ -368,6 +391,9 @@ func (d *daemonState) reload() {
 	}
 	d.srv.SetLimits(serverLimits(next))
 	d.srv.SetAccess(access(next))
+	d.conns.SetMax(next.Limits.MaxConnections)
+	d.budget.SetLimit(int64(next.Limits.MemoryBudget))
+	debug.SetMemoryLimit(int64(next.Limits.MemoryBudget))
 	if err := d.db.SetRetention(retention(next)); err != nil {
 		d.log.Error("reload: applying retention", "err", err)
 	}
@@ -375,9 +401,19 @@ func (d *daemonState) reload() {
 	// Keys that need a restart keep their running values.
 	live.DataDir, live.Socket, live.Listen, live.Sync, live.Store = d.cfg.DataDir, d.cfg.Socket, d.cfg.Listen, d.cfg.Sync, d.cfg.Store
 	live.UI = d.cfg.UI
+	live.BatchMaxDelay, live.OTLPGRPCListen = d.cfg.BatchMaxDelay, d.cfg.OTLPGRPCListen
+	live.Limits.ReadTimeout, live.Limits.IdleTimeout = d.cfg.Limits.ReadTimeout, d.cfg.Limits.IdleTimeout
 	restart := live.Diff(next)
 	d.cfg = live
 	d.log.Info("reload: applied", "changed", changed, "need_restart", restart)
+}
+
+// heldMemory is the memory the Go runtime holds from the OS and has not
+// returned (what RSS is made of, apart from code).
+func heldMemory() int64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.Sys - ms.HeapReleased)
 }
 
 func monotonicUsec() string {

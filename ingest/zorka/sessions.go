@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ztsd/ztsd/membudget"
 	"github.com/ztsd/ztsd/trace"
 )
 
@@ -31,6 +32,11 @@ type Options struct {
 	MaxOpenTraces int
 	// Now is the clock (for idle timeouts). Default time.Now.
 	Now func() time.Time
+	// Budget is the daemon's memory budget: each session's symbol table
+	// reserves its accounted bytes while the session lives, and agent data
+	// that would pass the budget fails with an error wrapping
+	// membudget.ErrExhausted (503: the agent retries). Nil is unlimited.
+	Budget *membudget.Budget
 }
 
 func (o Options) withDefaults() Options {
@@ -78,6 +84,10 @@ type session struct {
 	mu     sync.Mutex // guards the fields below
 	syms   *symbolTable
 	traces map[trace.TraceID]*openTrace
+
+	// reserved is what the session holds of Options.Budget: syms.bytes
+	// once a submission is done. Dropping the session releases it.
+	reserved atomic.Int64
 }
 
 // NewSessions returns an empty session set.
@@ -119,6 +129,22 @@ func (s *Sessions) dropLocked(sess *session) {
 	sess.gone.Store(true)
 	s.lru.Remove(sess.elem)
 	delete(s.byID, sess.id)
+	s.opt.Budget.Release(sess.reserved.Swap(0))
+}
+
+// account brings the session's budget reservation to its symbol table's
+// size (sess.mu held); a session dropped meanwhile releases everything.
+func (s *Sessions) account(sess *session) {
+	if d := sess.syms.bytes - sess.reserved.Load(); d > 0 {
+		s.opt.Budget.Reserve(d)
+		sess.reserved.Add(d)
+	} else if d < 0 {
+		sess.reserved.Add(d)
+		s.opt.Budget.Release(-d)
+	}
+	if sess.gone.Load() {
+		s.opt.Budget.Release(sess.reserved.Swap(0))
+	}
 }
 
 // acquire returns the session locked, creating it when create is set.
@@ -177,7 +203,20 @@ func (s *Sessions) submitAgentData(sessionID string, reset bool, body []byte) (a
 	if err != nil {
 		return st, fmt.Errorf("agent data of session %q: %w", sessionID, err)
 	}
+	// defs.added bounds the table's growth (with reset, its new size):
+	// reserve it before applying.
+	grow := defs.added
+	if reset {
+		grow -= sess.reserved.Load()
+	}
+	if err := s.opt.Budget.TryReserve("agent symbols", grow); err != nil {
+		return st, fmt.Errorf("agent data of session %q: %w", sessionID, err)
+	}
+	if grow > 0 {
+		sess.reserved.Add(grow)
+	}
 	sess.syms.apply(defs, reset)
+	s.account(sess)
 	return st, nil
 }
 
@@ -215,6 +254,7 @@ func (s *Sessions) submitTraceData(sessionID string, reset bool, traceIDHex stri
 	defer sess.mu.Unlock()
 	if reset {
 		sess.syms.clear()
+		s.account(sess)
 	}
 	now := s.opt.Now()
 	for id, ot := range sess.traces {
