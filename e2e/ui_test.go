@@ -206,6 +206,14 @@ func bigTrace(traceID string, n int) []byte {
 		}
 		rec := map[string]any{"method": fmt.Sprintf("handle-%d", i%37), "start_ns": 0, "duration_ns": dur[i], "calls": 1, "errors": 0,
 			"children": []any{map[string]any{"method": "db.query", "start_ns": 1000, "duration_ns": 2000, "calls": 1, "errors": 0}}}
+		if i == 4321 {
+			// One failed query, its exception with a cause.
+			q := rec["children"].([]any)[0].(map[string]any)
+			q["errors"] = 1
+			q["exception"] = map[string]any{"class": "java.sql.SQLTransientConnectionException", "message": "pool exhausted after 30000ms",
+				"stack": []any{map[string]any{"class": "com.zaxxer.hikari.pool.HikariPool", "method": "getConnection", "file": "HikariPool.java", "line": 181}},
+				"cause": map[string]any{"class": "java.net.ConnectException", "message": "Connection refused", "stack": []any{}}}
+		}
 		line := map[string]any{"trace_id": traceID, "span_id": fmt.Sprintf("%016x", i+1), "parent_id": parent, "type": "http",
 			"start_ns": base + start[i], "duration_ns": dur[i], "calls": 2, "errors": 0, "recs": 2, "error": false, "source": "json",
 			"attrs": map[string]any{"service.name": "big-service", "span.index": i}, "root": rec}
@@ -472,6 +480,21 @@ func uiBigTrace(b *browser, id string) {
 	if head := b.text(".trace-head"); !strings.Contains(head, "10,000") {
 		t.Errorf("the header does not count 10,000 spans:\n%s", head)
 	}
+	// Find the one exception in 20,000 nodes; its details show class,
+	// message, stack and cause.
+	b.run("find the exception", chromedp.SendKeys(chromedp.CSS(`#find`), "SQLTransient"))
+	b.waitJS("one match", `document.querySelector('#find-info').textContent === '1 of 1'`)
+	d := b.text("#details")
+	for _, want := range []string{"Record: db.query", "java.sql.SQLTransientConnectionException: pool exhausted after 30000ms",
+		"com.zaxxer.hikari.pool.HikariPool.getConnection(HikariPool.java:181)", "Caused by: java.net.ConnectException: Connection refused"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("the exception's details lack %q:\n%s", want, d)
+		}
+	}
+	if n := evalJS[int](b, `document.querySelectorAll('.wf-rows .wf-row.sel.err').length`); n != 1 {
+		t.Errorf("the found record is not shown selected and marked as an error in the waterfall (%d rows)", n)
+	}
+	b.screenshot("big-trace-exception")
 	// Scrolling to the end renders the last rows.
 	evalJS[bool](b, `(() => { const s = document.querySelector('#waterfall'); s.scrollTop = s.scrollHeight; return true; })()`)
 	b.waitJS("rows at the end", `[...document.querySelectorAll('.wf-rows .wf-row')].some(r => +r.dataset.idx > 19000)`)
