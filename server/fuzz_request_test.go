@@ -22,6 +22,8 @@ func FuzzParseSearch(f *testing.F) {
 		"spans=true&cursor=c1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
 		"limit=-1", "limit=99999999999999999999", "min_duration=1e400h", "attr=nocolon", "bogus=1",
 		"since=9999-99-99", "%zz", "attr=%00:%ff",
+		"attr=service.name=checkout&attr=http.url:http://x:80/?a=b", "since=7d&until=1d12h", "since=2013-05-07&until=2013-05-07 10:11",
+		"since=99999999999999d", "since=1.5d", "until=2026-11-20T09:14:03.127+01:00", "attr==v", "attr=k=",
 	} {
 		f.Add(q)
 	}

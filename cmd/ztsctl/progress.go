@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -8,11 +9,13 @@ import (
 )
 
 // countBar shows, on stderr when it is a terminal, a running count of
-// what a long command has done (spans imported, traces exported) with its
-// rate; piped or redirected, it draws nothing, so stdout and stderr carry
-// only the command's own output. A nil *countBar is off.
+// what a long command has done (spans imported, traces exported) and the
+// time it has taken; piped or redirected, it draws nothing, so stdout and
+// stderr carry only the command's own output. A nil *countBar is off.
 type countBar struct {
-	bar *progressbar.ProgressBar
+	bar         *progressbar.ProgressBar
+	desc, units string
+	n           int64
 }
 
 // newCountBar starts a bar on stderr described by desc counting units, or
@@ -21,12 +24,9 @@ func newCountBar(stderr io.Writer, desc, units string) *countBar {
 	if !isTerminal(stderr) {
 		return nil
 	}
-	return &countBar{bar: progressbar.NewOptions64(-1,
+	return &countBar{desc: desc, units: units, bar: progressbar.NewOptions64(-1,
 		progressbar.OptionSetWriter(stderr),
 		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString(units),
 		progressbar.OptionSpinnerType(14),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(),
@@ -35,9 +35,12 @@ func newCountBar(stderr io.Writer, desc, units string) *countBar {
 
 // add counts n more units.
 func (b *countBar) add(n int64) {
-	if b != nil && b.bar != nil {
-		b.bar.Add64(n)
+	if b == nil || b.bar == nil {
+		return
 	}
+	b.n += n
+	b.bar.Describe(fmt.Sprintf("%s: %d %s", b.desc, b.n, b.units))
+	b.bar.Add64(n)
 }
 
 // finish clears the bar; later calls do nothing.
