@@ -10,9 +10,9 @@
 // `make run` and `make test` need neither Node nor a network, and what the
 // browser runs is exactly what is in the repository. Every page is the
 // same HTML shell (assets/index.html); the modules read the page's path and
-// query and fetch their data from the daemon's own /v1 API and /metrics, so
-// the UI sees exactly what API clients see and needs no endpoints of its
-// own.
+// query and fetch their data from the daemon's own /v1 API, /metrics and
+// the Jaeger query API's operation listing, so the UI sees exactly what
+// API clients see and needs no endpoints of its own.
 //
 // Invariants:
 //   - The pages and assets carry no data and need no access rights

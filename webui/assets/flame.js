@@ -73,7 +73,7 @@ export function flameView(nodes, { onSelect }) {
 
   function draw() {
     const dpr = window.devicePixelRatio || 1;
-    const cssW = Math.max(300, scroll.clientWidth || element.clientWidth || 800);
+    const cssW = Math.max(300, (scroll.clientWidth || element.clientWidth || 812) - 12); // less the padding
     const cssH = Math.min(32000, (maxDepth + 1) * RH);
     canvas.style.width = cssW + 'px';
     canvas.style.height = cssH + 'px';

@@ -135,6 +135,7 @@ class TracePage {
     this.app.replaceChildren(el('div', { class: 'trace-page' }, header, tools, this.main));
     this.resizeObs = new ResizeObserver(() => { this.schedule(); if (this.flame) this.flame.resize(); });
     this.resizeObs.observe(this.scroller);
+    this.resizeObs.observe(this.flameHost);
     this.recompute();
     this.renderRuler();
     this.setView(this.view, true);
