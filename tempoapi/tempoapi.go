@@ -190,7 +190,7 @@ func (a *API) writeJSONTrace(w http.ResponseWriter, spans []*trace.Span, prefix,
 	bw := bufio.NewWriterSize(w, 32<<10)
 	bw.WriteString(prefix)
 	err := queryapi.WriteJSON(&stripWriter{w: bw, skip: len(`{"resourceSpans":`), trimLast: 1}, spans,
-		queryapi.JSONStyle{Base64IDs: false, EnumNames: true})
+		queryapi.JSONStyle{Base64IDs: true, EnumNames: true})
 	if err != nil {
 		a.log.Warn("tempo API: writing a trace", "err", err)
 		return
