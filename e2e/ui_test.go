@@ -20,6 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ztsd/ztsd/internal/daemontest"
+	"github.com/ztsd/ztsd/internal/workload"
+	"github.com/ztsd/ztsd/storedir"
 )
 
 // chromiumPath finds a Chromium binary ($ZTSD_CHROMIUM, then the usual
@@ -637,4 +639,54 @@ func TestWebUIConfig(t *testing.T) {
 			t.Errorf("%q: GET /v1/stores answered %d", tc.toml, resp.StatusCode)
 		}
 	}
+}
+
+// TestWebUIQuarantine: the stores page names a store the daemon does not
+// serve (its data file's header damaged before start-up) with the reason,
+// next to the stores that serve.
+func TestWebUIQuarantine(t *testing.T) {
+	if uiChromium() == "" {
+		t.Skip("no Chromium installed (apt-get install chromium, or set ZTSD_CHROMIUM)")
+	}
+	d := daemontest.New(t, `listen = "127.0.0.1:0"`)
+	o := storedir.DefaultOptions()
+	o.Sync = storedir.SyncNone
+	db, err := storedir.Open(context.Background(), d.DataDir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := db.Append(context.Background(), workload.Spans(uint64(900+i), 50)); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			db.Rotate()
+		}
+	}
+	db.Close()
+	f, err := os.OpenFile(filepath.Join(d.DataDir, "000001", "traces.zts"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("XXXX"), 0); err != nil { // the ZTS0 magic
+		t.Fatal(err)
+	}
+	f.Close()
+	d.Start()
+	m := regexp.MustCompile(`msg="web UI" url=(http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(d.Stderr())
+	if m == nil {
+		t.Fatalf("the daemon logged no web UI URL:\n%s", d.Stderr())
+	}
+	b := newBrowser(t, m[1])
+	b.open("/stores")
+	b.waitJS("the stores not served", `document.querySelector('#quarantined tbody tr')`)
+	q := b.text("#quarantined")
+	if !strings.Contains(q, "000001") || !strings.Contains(q, "quarantined") || len(strings.TrimSpace(q)) < 40 {
+		t.Errorf("the stores page does not name store 000001 as quarantined with a reason:\n%s", q)
+	}
+	if n := evalJS[int](b, `[...document.querySelectorAll('#stores tbody tr')].filter(r => /ok/.test(r.lastChild.textContent)).length`); n != 2 {
+		t.Errorf("%d stores shown healthy, want the other 2:\n%s", n, b.text("#stores"))
+	}
+	b.fitsWidth("the stores page")
+	b.screenshot("stores-quarantined")
 }

@@ -74,7 +74,7 @@ export async function render(app) {
           el('td', { class: 'mono' }, s.id), el('td', null, s.state), el('td', null, when(s.first_ns)), el('td', null, when(s.last_ns)),
           el('td', { class: 'num' }, fmtInt(s.spans)), el('td', { class: 'num' }, fmtInt(s.traces)), el('td', { class: 'num' }, fmtInt(s.chunks)),
           el('td', { class: 'num' }, fmtBytes(s.bytes)), el('td', null, s.compression || '—'),
-          el('td', null, s.checksums === undefined ? '—' : s.checksums ? 'CRC32' : 'off'), el('td', null, health(s)))))));
+          el('td', null, s.checksums === undefined || !s.compression ? '—' : s.checksums ? 'CRC32' : 'off'), el('td', null, health(s)))))));
     }
     const q = list.filter((s) => outOfService[s.state] || s.reason);
     quarantine.replaceChildren(...(q.length ? [el('h2', null, 'Stores not served'), el('table', { class: 'store-table', id: 'quarantined' },
