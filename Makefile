@@ -82,6 +82,8 @@ SOAK_RSS_BUDGET ?= 536870912
 soak:
 	ZTSD_CRASH_ITERATIONS=$(SOAK_ITER) $(GO) test -count=1 -timeout 12h -run '^TestCrashLoop' -v ./cmd/ztsd/
 	ZTSD_FAULT_SOAK=$(FAULT_SOAK) ZTSD_SOAK_RSS_BUDGET=$(SOAK_RSS_BUDGET) $(GO) test -count=1 -timeout 3h -run '^TestFaultSoak$$' -v ./cmd/ztsd/
+	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^(TestSlowBodiesAndConnectionCap|TestMemoryBudgetBoundsRSS)$$' -v ./cmd/ztsd/
+	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^TestIndexOpensAnyRowItWrote$$' -v ./index/
 
 # recovery-speed measures `ztsctl recover` on a ≥ 1 GiB store next to the
 # disk's direct-I/O sequential read speed.

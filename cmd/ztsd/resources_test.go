@@ -38,7 +38,10 @@ func slowBody(t testing.TB, socket string) net.Conn {
 // hanging; once the slow clients are gone, clients are served again.
 func TestSlowBodiesAndConnectionCap(t *testing.T) {
 	t.Parallel()
-	const maxConns = 40
+	maxConns := 40
+	if os.Getenv("ZTSD_SOAK") != "" {
+		maxConns = 2000 // make soak: many more slow clients
+	}
 	d := daemontest.New(t, fmt.Sprintf("[limits]\nread_timeout = \"1s\"\nidle_timeout = \"1s\"\nmax_connections = %d", maxConns))
 	d.Start()
 
