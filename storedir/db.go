@@ -92,6 +92,10 @@ type Options struct {
 	// 0 means a tenth of the file system, between 4 and 256 MiB; a
 	// negative value turns the check off.
 	MinFreeBytes int64
+
+	// replayCheckpoint and replayed: see storeOptions (tests only).
+	replayCheckpoint int64
+	replayed         func(next int64)
 }
 
 // Observer is told about each group commit (for metrics).
@@ -236,7 +240,8 @@ func unlockDir(f *os.File) {
 }
 
 func (db *DB) storeOptions() storeOptions {
-	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now}
+	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now,
+		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed}
 }
 
 func (db *DB) openStores(ctx context.Context) error {
