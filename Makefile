@@ -77,6 +77,7 @@ bench-large: build
 # writers and searchers while bits flip in sealed stores, the disk fills
 # and frees, slow connections and oversized bodies arrive (needs root for
 # its tmpfs). SOAK_RSS_BUDGET (bytes) is the RSS the daemon must stay under.
+# Last, a crash during the index replay of 1.5M spans (make test: 12k).
 FAULT_SOAK      ?= 10m
 SOAK_RSS_BUDGET ?= 536870912
 soak:
@@ -84,6 +85,7 @@ soak:
 	ZTSD_FAULT_SOAK=$(FAULT_SOAK) ZTSD_SOAK_RSS_BUDGET=$(SOAK_RSS_BUDGET) $(GO) test -count=1 -timeout 3h -run '^TestFaultSoak$$' -v ./cmd/ztsd/
 	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^(TestSlowBodiesAndConnectionCap|TestMemoryBudgetBoundsRSS)$$' -v ./cmd/ztsd/
 	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^TestIndexOpensAnyRowItWrote$$' -v ./index/
+	ZTSD_REPLAY_SPANS=1500000 $(GO) test -count=1 -timeout 2h -run '^TestReplayCheckpointSurvivesCrash$$' -v ./storedir/
 
 # recovery-speed measures `ztsctl recover` on a ≥ 1 GiB store next to the
 # disk's direct-I/O sequential read speed.
