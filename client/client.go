@@ -600,6 +600,9 @@ type HealthStatus struct {
 	Status string `json:"status"`
 	// Stores lists the stores not served, with the reason.
 	Stores []StoreInfo `json:"stores"`
+	// ReadOnly says why the daemon takes no writes (it started on a
+	// full disk).
+	ReadOnly string `json:"read_only"`
 }
 
 // HealthStatus returns the daemon's health: an error when it does not

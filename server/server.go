@@ -120,6 +120,8 @@ type Server struct {
 	shutting atomic.Bool
 	otlp     http.Handler
 	budget   *membudget.Budget
+	// unavailable rate-limits the logging of 503 answers.
+	unavailable *rateLog
 }
 
 // New returns a server for db.
@@ -133,7 +135,8 @@ func New(db *storedir.DB, opt Options) *Server {
 	if opt.Limits.MaxBodySize == 0 {
 		opt.Limits = DefaultLimits()
 	}
-	s := &Server{db: db, log: opt.Logger, metrics: opt.Metrics, mux: http.NewServeMux(), budget: opt.Budget}
+	s := &Server{db: db, log: opt.Logger, metrics: opt.Metrics, mux: http.NewServeMux(), budget: opt.Budget,
+		unavailable: newRateLog(unavailableLogEvery)}
 	s.limits.Store(&opt.Limits)
 	s.access.Store(&opt.Access)
 	s.route("POST /v1/traces", "put", write, s.handlePut)
@@ -277,7 +280,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Info("client went away before the answer; a write may still have been stored", "method", r.Method, "path", r.URL.Path)
 		return
 	}
-	if status >= 500 {
+	if status == http.StatusServiceUnavailable {
+		// Expected while the disk is full or the daemon stops: rate-limited.
+		s.unavailable.log(s.log, code, "request answered 503", "code", code, "method", r.Method, "path", r.URL.Path, "err", err)
+	} else if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if sw, ok := w.(*startedWriter); ok && sw.started {
@@ -714,19 +720,23 @@ func (s *Server) handleStores(w http.ResponseWriter, r *http.Request) error {
 
 // HealthResponse is the body of GET /healthz: status "ok", "degraded" (200:
 // the daemon serves, but the stores listed are not served — quarantined,
-// being rebuilt or set aside; /v1/stores has the same entries), or
+// being rebuilt or set aside; /v1/stores has the same entries — or it
+// started read-only on a full disk, ReadOnly says why), or
 // "shutting_down" (503).
 type HealthResponse struct {
 	Status string          `json:"status"`
 	Stores []storedir.Info `json:"stores,omitempty"`
+	// ReadOnly says why the daemon takes no writes (started on a full
+	// disk); the status is then "degraded".
+	ReadOnly string `json:"read_only,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if s.shutting.Load() {
 		return writeJSON(w, http.StatusServiceUnavailable, HealthResponse{Status: "shutting_down"})
 	}
-	if bad := s.db.Degraded(); len(bad) > 0 {
-		return writeJSON(w, http.StatusOK, HealthResponse{Status: "degraded", Stores: bad})
+	if bad, ro := s.db.Degraded(), s.db.ReadOnly(); len(bad) > 0 || ro != "" {
+		return writeJSON(w, http.StatusOK, HealthResponse{Status: "degraded", Stores: bad, ReadOnly: ro})
 	}
 	return writeJSON(w, http.StatusOK, HealthResponse{Status: "ok"})
 }

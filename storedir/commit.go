@@ -56,6 +56,9 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
+	if db.readOnly != "" {
+		return db.errReadOnly()
+	}
 	for i, sp := range spans {
 		if sp.SpanID == 0 {
 			sp.SpanID = randomSpanID()

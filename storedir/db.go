@@ -169,6 +169,8 @@ type DB struct {
 	// rebuilt, set aside), by directory name; guarded by mu.
 	out map[string]*outOfService
 	bg  *background // repairs running in the background
+	// readOnly says why the DB takes no writes (a full disk at Open), or "".
+	readOnly string
 }
 
 // Open takes the data directory's lock, removes leftovers of interrupted
@@ -186,6 +188,9 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
 		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		cache: newChunkCache(256), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet()}
+	if db.readOnly = db.readOnlyAtStart(); db.readOnly != "" {
+		db.log.Error("disk full: opening the data directory read-only; reads serve what the indexes hold, writes are refused", "reason", db.readOnly)
+	}
 	if err := db.openStores(ctx); err != nil {
 		db.bg.stop()
 		db.closeStores()
@@ -241,7 +246,7 @@ func unlockDir(f *os.File) {
 
 func (db *DB) storeOptions() storeOptions {
 	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now,
-		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed}
+		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed, readOnly: db.readOnly != ""}
 }
 
 func (db *DB) openStores(ctx context.Context) error {
@@ -293,6 +298,9 @@ func (db *DB) openStores(ctx context.Context) error {
 	// Only the newest store takes writes; any other that is still open (a
 	// crash between creating a new store and sealing the old one) is
 	// sealed. A newer store that is out of service counts as newer.
+	if db.readOnly != "" {
+		return nil // no sealing, no new store, no retention: nothing written
+	}
 	for i, s := range db.stores {
 		newest := i == len(db.stores)-1 && s.id+1 == db.storeSeq
 		if !newest && !s.Sealed() {
@@ -376,6 +384,9 @@ func (db *DB) needsRotation(s *Store) bool {
 // Rotate seals the current store (if any) and starts a new one, then
 // applies retention. The committer calls it; tests and tools may too.
 func (db *DB) Rotate() error {
+	if db.readOnly != "" {
+		return db.errReadOnly()
+	}
 	db.retMu.Lock()
 	defer db.retMu.Unlock()
 	db.mu.RLock()
@@ -417,6 +428,9 @@ func (db *DB) ApplyRetention() error {
 }
 
 func (db *DB) applyRetentionLocked() error {
+	if db.readOnly != "" {
+		return nil
+	}
 	db.mu.RLock()
 	r := db.opt.Retention
 	stores := append([]*Store(nil), db.stores...)
@@ -511,12 +525,9 @@ func (db *DB) Close() error {
 }
 
 func (db *DB) closeStores() error {
-	var errs []error
-	for _, s := range db.stores {
-		errs = append(errs, s.close())
-	}
+	err := closeAll(db.stores, time.Now().Add(CloseTimeout))
 	db.stores, db.current = nil, nil
-	return errors.Join(errs...)
+	return err
 }
 
 // snapshot returns the open stores (newest first) with each one's reader

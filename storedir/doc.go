@@ -105,6 +105,23 @@
 // deleted, and reported by Degraded at every start until the operator
 // moves it.
 //
+// # Full disk
+//
+// Writes are refused (ENOSPC, 503 disk_full) while the file system has
+// less than a reserve free (space.go). Open on a file system with almost
+// nothing free opens read-only instead of letting Pebble fail (ReadOnly
+// says why): reads serve what the indexes hold on disk, writes fail with
+// "disk full: read-only since start". Close skips the index flush when the
+// disk has no room and abandons a flush or Pebble close still running at
+// its deadline (CloseTimeout): the indexes are rebuilt from the data file
+// past their watermarks at the next start (readonly.go).
+//
+// # Crash during re-indexing
+//
+// The re-indexing on open flushes both indexes every 32 MiB of data file
+// (a checkpoint of their watermarks), so a crash during it costs at most
+// that much re-indexing again, not the whole replay.
+//
 // # Invariants
 //
 //   - Everything in meta/ and text/ is derived from traces.zts. Each index

@@ -203,6 +203,9 @@ func repairability(dir string) (ok, propsBad bool, why string) {
 func (db *DB) quarantine(id uint32, dir string, openErr error) {
 	name := StoreName(id)
 	ok, propsBad, why := repairability(dir)
+	if ok && db.readOnly != "" {
+		ok, why = false, "the disk is full (read-only start): it is rebuilt when ztsd starts with free space"
+	}
 	if !ok {
 		reason := fmt.Sprintf("%v; %s", openErr, why)
 		db.log.Error("store quarantined: it does not open and cannot be repaired online; the other stores serve", "store", name, "reason", reason)

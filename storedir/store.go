@@ -80,6 +80,8 @@ type Store struct {
 	// supersededFile mark); supersedeMu serializes writing the mark.
 	superseded  atomic.Bool
 	supersedeMu sync.Mutex
+	// readOnly: opened on a full disk (indexes read-only, no catch-up).
+	readOnly bool
 }
 
 // ID is the store number.
@@ -110,6 +112,8 @@ type storeOptions struct {
 	// checkpoint is how many data-file bytes catchUp re-indexes between
 	// flushes of the indexes (replayCheckpointBytes unless a test sets it).
 	checkpoint int64
+	// readOnly opens the store without writing anything (a full disk).
+	readOnly bool
 	// replayed, when set, is called after each chunk catchUp re-indexes
 	// with the offset just past it (tests crash the process there).
 	replayed func(next int64)
@@ -193,7 +197,7 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 	}
 	dataPath := filepath.Join(dir, dataFile)
 	data, err := chunk.OpenFS(opt.fs, dataPath)
-	if errors.Is(err, chunk.ErrTornHeader) {
+	if errors.Is(err, chunk.ErrTornHeader) && !opt.readOnly {
 		// A crash while the file was being created: nothing in it can be
 		// a chunk. Keep its bytes in .broken and start it afresh.
 		var moved int64
@@ -216,7 +220,7 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 		}
 	}
 	s := &Store{id: id, dir: dir, log: log, data: data, props: props,
-		firstNS: props.FirstTraceNS, lastNS: props.LastTraceNS, chunks: props.Chunks}
+		firstNS: props.FirstTraceNS, lastNS: props.LastTraceNS, chunks: props.Chunks, readOnly: opt.readOnly}
 	if props.Compression == "" {
 		s.props.Compression = data.Options().Compression.String()
 		s.props.Checksums = data.Options().Checksums
@@ -226,6 +230,13 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 		data.Close()
 		return nil, err
 	}
+	if opt.readOnly {
+		if wm, err := s.meta.Watermark(); err == nil && wm < data.Size() {
+			log.Warn("read-only start: the data file past the index watermark is not searchable until ztsd restarts with free space",
+				"unindexed_bytes", data.Size()-max(wm, chunk.HeaderSize))
+		}
+		return s, nil
+	}
 	if err := s.catchUp(ctx, opt); err != nil {
 		s.close()
 		return nil, err
@@ -234,6 +245,9 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 }
 
 func (s *Store) openIndexes() error {
+	if s.readOnly {
+		return s.openIndexesReadOnly()
+	}
 	var err error
 	s.meta, err = index.Open(filepath.Join(s.dir, metaDir), index.Options{})
 	if err != nil {
@@ -243,6 +257,20 @@ func (s *Store) openIndexes() error {
 	if err != nil {
 		s.meta.Close()
 		return fmt.Errorf("store %s: text index: %w", s.dir, err)
+	}
+	return nil
+}
+
+func (s *Store) openIndexesReadOnly() error {
+	var err error
+	s.meta, err = index.OpenReadOnly(filepath.Join(s.dir, metaDir), index.Options{})
+	if err != nil {
+		return fmt.Errorf("store %s: metadata index (read-only): %w", s.dir, err)
+	}
+	s.text, err = textindex.OpenReadOnly(filepath.Join(s.dir, textDir), textindex.Options{})
+	if err != nil {
+		s.meta.Close()
+		return fmt.Errorf("store %s: text index (read-only): %w", s.dir, err)
 	}
 	return nil
 }
@@ -616,12 +644,32 @@ func (s *Store) writeProps() error {
 
 // close flushes the indexes, records the counters in config.props and
 // closes every file. It waits for readers to finish.
-func (s *Store) close() error {
+func (s *Store) close() error { return s.closeBy(time.Now().Add(CloseTimeout)) }
+
+// unflushedCloseWait bounds the Pebble close of indexes whose flush was
+// skipped or failed (on a full disk it never finishes).
+const unflushedCloseWait = 2 * time.Second
+
+// closeBy is close bounded by deadline: the index flush is skipped when
+// the disk has no room for it, and a flush or Pebble close still running
+// at the deadline is abandoned (the indexes are rebuilt from the data file
+// past their watermarks at the next open). A read-only store only closes
+// its files.
+func (s *Store) closeBy(deadline time.Time) error {
 	s.refs.Lock()
 	defer s.refs.Unlock()
 	var errs []error
-	if err := s.flushIndexes(); err != nil {
+	if s.readOnly {
+		return errors.Join(s.meta.Close(), s.text.Close(), s.data.Close())
+	}
+	flushed := false
+	if free, _, ok := freeBytes(s.dir); ok && free < closeMinFree {
+		s.log.Warn("disk full: closing without flushing the indexes; the next start re-indexes from their watermarks", "free_bytes", free)
+	} else if err := within(deadline, s.flushIndexes); err != nil {
 		errs = append(errs, err)
+		s.log.Warn("index flush failed at close; the next start re-indexes from the watermarks", "err", err)
+	} else {
+		flushed = true
 	}
 	if err := s.data.Sync(); err != nil {
 		errs = append(errs, fmt.Errorf("store %s: sync: %w", s.dir, err))
@@ -629,7 +677,21 @@ func (s *Store) close() error {
 	if err := s.writeProps(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, s.meta.Close(), s.text.Close(), s.data.Close())
+	closeIndexes := func() error { return errors.Join(s.meta.Close(), s.text.Close()) }
+	if !flushed {
+		// Pebble's close waits for a flush it retries forever on ENOSPC:
+		// give it a moment, not the whole deadline.
+		wait := time.Now().Add(unflushedCloseWait)
+		if deadline.Before(wait) {
+			wait = deadline
+		}
+		if err := within(wait, closeIndexes); err != nil {
+			errs = append(errs, fmt.Errorf("store %s: close indexes: %w", s.dir, err))
+		}
+	} else {
+		errs = append(errs, closeIndexes())
+	}
+	errs = append(errs, s.data.Close())
 	return errors.Join(errs...)
 }
 
