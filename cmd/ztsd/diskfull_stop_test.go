@@ -15,9 +15,9 @@ import (
 	"github.com/ztsd/ztsd/internal/workload"
 )
 
-// fillDisk writes a file until the file system is full, as another
+// fillFileSystem writes a file until the file system is full, as another
 // process would.
-func fillDisk(t *testing.T, path string) {
+func fillFileSystem(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -76,7 +76,7 @@ func TestFullDiskStopAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ballast := filepath.Join(mnt, "ballast")
-	fillDisk(t, ballast)
+	fillFileSystem(t, ballast)
 	time.Sleep(200 * time.Millisecond) // past the daemon's free-space cache
 	// Writes on the full disk: 503, logged rate-limited.
 	for i := 0; i < 50; i++ {
@@ -86,7 +86,7 @@ func TestFullDiskStopAndStart(t *testing.T) {
 		}
 	}
 	if n := strings.Count(d.Stderr(), "level=ERROR"); n > 2 {
-		t.Fatalf("%d ERROR lines for 50 disk-full answers; want them rate-limited:\n%s", n, tail(d.Stderr(), 2000))
+		t.Fatalf("%d ERROR lines for 50 disk-full answers; want them rate-limited:\n%s", n, lastBytes(d.Stderr(), 2000))
 	}
 	t0 := time.Now()
 	stopped := make(chan error, 1)
@@ -94,10 +94,10 @@ func TestFullDiskStopAndStart(t *testing.T) {
 	select {
 	case err := <-stopped:
 		t.Logf("SIGTERM on a full disk: stopped in %v (%v)", time.Since(t0).Round(time.Millisecond), err)
-		t.Logf("%s", tail(d.Stderr(), 3000))
+		t.Logf("%s", lastBytes(d.Stderr(), 3000))
 	case <-time.After(stopDeadline):
 		d.Cmd.Process.Kill()
-		t.Fatalf("SIGTERM on a full disk: still running after %v:\n%s", stopDeadline, tail(d.Stderr(), 3000))
+		t.Fatalf("SIGTERM on a full disk: still running after %v:\n%s", stopDeadline, lastBytes(d.Stderr(), 3000))
 	}
 
 	// Start on the full disk: read-only, saying why; it serves what the
@@ -121,7 +121,7 @@ func TestFullDiskStopAndStart(t *testing.T) {
 		t.Fatalf("/healthz on a read-only start: %+v %v", h, err)
 	}
 	if !strings.Contains(d.Stderr(), "read-only") {
-		t.Fatalf("the start does not say it is read-only:\n%s", tail(d.Stderr(), 2000))
+		t.Fatalf("the start does not say it is read-only:\n%s", lastBytes(d.Stderr(), 2000))
 	}
 	t0 = time.Now()
 	if err := d.Signal(syscall.SIGTERM); err != nil {
@@ -143,7 +143,7 @@ func TestFullDiskStopAndStart(t *testing.T) {
 	d.Signal(syscall.SIGTERM)
 }
 
-func tail(s string, n int) string {
+func lastBytes(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]
 	}
