@@ -94,7 +94,6 @@ func TestFullDiskStopAndStart(t *testing.T) {
 	select {
 	case err := <-stopped:
 		t.Logf("SIGTERM on a full disk: stopped in %v (%v)", time.Since(t0).Round(time.Millisecond), err)
-		t.Logf("%s", lastBytes(d.Stderr(), 3000))
 	case <-time.After(stopDeadline):
 		d.Cmd.Process.Kill()
 		t.Fatalf("SIGTERM on a full disk: still running after %v:\n%s", stopDeadline, lastBytes(d.Stderr(), 3000))
