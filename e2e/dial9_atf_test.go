@@ -207,7 +207,7 @@ func TestATFSessions(t *testing.T) {
 		t.Fatalf("thread_0: %d traces", len(roots))
 	}
 	out := ctlGet(t, d, roots[0].TraceID.String())
-	if !regexp.MustCompile(`(?m)^  \S+ +\+0s +main  calls=3\n(.*\n)?    \S+ +\+\S+ +parse\n(.*\n)?    \S+ +\+\S+ +render\n`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^  \S+ +\S+ +\+0s +main  calls=3\n(.*\n)?    \S+ +\S+ +\+\S+ +parse\n(.*\n)?    \S+ +\S+ +\+\S+ +render\n`).MatchString(out) {
 		t.Errorf("ztsctl get of thread_0: want main > parse ; render\n%s", out)
 	}
 	sp := getOne(t, d.Client, roots[0].TraceID.String())

@@ -134,12 +134,12 @@ func TestWTFImport(t *testing.T) {
 	// One of them, read back: the renderTick_ scope with its nested calls
 	// and their durations, indented below it.
 	out := ctlGet(t, d, found[len(found)/2].TraceID.String())
-	m := regexp.MustCompile(`(?m)^( +)(\d[\d.]*[µnm]?s) +\+\S+ +gf\.Game#renderTick_  calls=(\d+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^( +)(\d[\d.]*[µnm]?s) +\S+ +\+\S+ +gf\.Game#renderTick_  calls=(\d+)$`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("ztsctl get shows no gf.Game#renderTick_ scope:\n%s", out)
 	}
 	indent := len(m[1])
-	nested := regexp.MustCompile(`(?m)^ {`+strconv.Itoa(indent+2)+`}(\d[\d.]*[µnm]?s) +\+\S+ +(gf\.Game#(update|render)_)`).FindAllStringSubmatch(out, -1)
+	nested := regexp.MustCompile(`(?m)^ {`+strconv.Itoa(indent+2)+`}(\d[\d.]*[µnm]?s) +\S+ +\+\S+ +(gf\.Game#(update|render)_)`).FindAllStringSubmatch(out, -1)
 	if len(nested) != 2 || nested[0][2] != "gf.Game#update_" || nested[1][2] != "gf.Game#render_" {
 		t.Errorf("renderTick_ (%s, calls=%s) should directly contain update_ and render_ with durations:\n%s", m[2], m[3], out)
 	}

@@ -240,7 +240,7 @@ func TestZorkaSamplesOverSocket(t *testing.T) {
 	for _, line := range wantTree {
 		method := strings.TrimLeft(line, " ")
 		pad := strings.Repeat("  ", 1+len(line)-len(method))
-		if !regexp.MustCompile(`(?m)^` + pad + `\S+ +\+\S+ +` + regexp.QuoteMeta(method)).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^` + pad + `\S+ +\S+ +\+\S+ +` + regexp.QuoteMeta(method)).MatchString(out) {
 			t.Errorf("ztsctl get: no line %q indented by %d in\n%s", method, len(pad), out)
 		}
 	}
