@@ -400,3 +400,27 @@ func asBadRequest(err error, br **jaegerapi.BadRequest) bool {
 	*br = b
 	return ok
 }
+
+func FuzzParseV3Search(f *testing.F) {
+	for _, s := range []string{"query.service_name=x&query.start_time_min=2026-01-01T00%3A00%3A00Z&query.start_time_max=2026-01-02T00%3A00%3A00Z&query.num_traces=20",
+		"query.start_time_min=x&query.start_time_max=y", "query.duration_min=1ms&query.duration_max=-1s&query.start_time_min=2026-01-01T00%3A00%3A00Z&query.start_time_max=2026-01-01T00%3A00%3A00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		s, err := jaegerapi.ParseV3Search(v)
+		if err != nil {
+			var br *jaegerapi.BadRequest
+			if !asBadRequest(err, &br) {
+				t.Fatalf("ParseV3Search(%q): %v is not a BadRequest", raw, err)
+			}
+			return
+		}
+		if s.Limit < 1 || s.Limit > storedir.MaxSearchLimit || len(s.Any) != 1 {
+			t.Fatalf("ParseV3Search(%q): %+v", raw, s)
+		}
+	})
+}
