@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/ztsd/ztsd/queryapi"
@@ -74,8 +73,8 @@ func tag(a trace.Attr) keyValue {
 	case trace.KindBool:
 		return keyValue{a.Key, "bool", v.Bool}
 	case trace.KindFloat:
-		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
-			return keyValue{a.Key, "string", strconv.FormatFloat(v.Float, 'g', -1, 64)}
+		if name, ok := trace.NonFiniteName(v.Float); ok { // "NaN", "Infinity", "-Infinity", as everywhere
+			return keyValue{a.Key, "string", name}
 		}
 		return keyValue{a.Key, "float64", v.Float}
 	case trace.KindList, trace.KindMap:
@@ -95,8 +94,8 @@ func valueJSON(v trace.Value, depth int) []byte {
 	case trace.KindBool:
 		return strconv.AppendBool(nil, v.Bool)
 	case trace.KindFloat:
-		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
-			return queryapi.AppendJSONString(nil, strconv.FormatFloat(v.Float, 'g', -1, 64))
+		if name, ok := trace.NonFiniteName(v.Float); ok {
+			return queryapi.AppendJSONString(nil, name)
 		}
 		return strconv.AppendFloat(nil, v.Float, 'g', -1, 64)
 	case trace.KindList:
