@@ -175,7 +175,7 @@ func (d *svgDrawing) measure() {
 		d.t0 = min(d.t0, lay.items[i].start)
 		d.t1 = max(d.t1, lay.items[i].end)
 	}
-	span := float64(d.t1) - float64(d.t0)
+	span := d.nsSinceT0(d.t1)
 	if span <= 0 {
 		span = 1
 	}
@@ -203,7 +203,17 @@ func (d *svgDrawing) laneHeight(ln int32) float64 {
 }
 
 func (d *svgDrawing) x(t int64) float64 {
-	return svgLabelW + (float64(t)-float64(d.t0))*d.scale
+	return svgLabelW + d.nsSinceT0(t)*d.scale
+}
+
+// nsSinceT0 is t - t0 as a float. It subtracts in integers first: epoch
+// nanoseconds (~1.7e18) are not exact as float64 (they snap to 256 ns),
+// the differences are.
+func (d *svgDrawing) nsSinceT0(t int64) float64 {
+	if t >= d.t0 {
+		return float64(uint64(t) - uint64(d.t0)) // exact for any int64 pair
+	}
+	return -float64(uint64(d.t0) - uint64(t))
 }
 
 // svgBuf is an append buffer with SVG helpers.
@@ -383,7 +393,7 @@ func (d *svgDrawing) titles() (string, string) {
 
 // writeAxis draws tick labels above the lanes and grid lines through them.
 func (d *svgDrawing) writeAxis(s *svgBuf) {
-	spanNS := float64(d.t1) - float64(d.t0)
+	spanNS := d.nsSinceT0(d.t1)
 	plotW := d.width - svgLabelW - svgPadRight
 	step := niceStep(spanNS / max(plotW/svgTargetTick, 1))
 	unit, unitName := timeUnit(step)
@@ -513,7 +523,7 @@ func (d *svgDrawing) writeItem(s *svgBuf, idx int32) {
 		s.str(`z" fill="#4f5a70"/></g>` + "\n")
 		return
 	}
-	w := max((float64(it.end)-float64(it.start))*d.scale, 1)
+	w := max((d.nsSinceT0(it.end)-d.nsSinceT0(it.start))*d.scale, 1)
 	s.str("<rect")
 	s.attr("x", x)
 	s.attr("y", y)

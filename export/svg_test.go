@@ -10,9 +10,11 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -427,5 +429,38 @@ func TestSVGChromium(t *testing.T) {
 	// Service.fail lasts 100 of the trace's 1000 ns: about 120 px × 15 px of red.
 	if n := countColor(img, "#d62839"); n < 1000+264 {
 		t.Errorf("crafted trace: %d red pixels, want the error record drawn red", n)
+	}
+}
+
+// TestSVGExactNanoseconds: times are subtracted in integers before they
+// become floats, so a record at +100 ns for 150 ns of a span that starts
+// at an epoch time (~1.7e18, where float64 steps are 256 ns) is drawn at
+// +100..250 ns, not snapped to 0..256.
+func TestSVGExactNanoseconds(t *testing.T) {
+	const start = 1_700_000_000_123_456_789
+	sp := &trace.Span{TraceID: trace.TraceID{1}, SpanID: 1, StartNS: start, DurationNS: 1000, Calls: 1, Recs: 2,
+		Attrs: trace.Attrs{{Key: "thread", Value: trace.String("main")}},
+		Root: &trace.Record{Method: "root", DurationNS: 1000, Calls: 1,
+			Children: []*trace.Record{{Method: "call", StartNS: 100, DurationNS: 150, Calls: 1}}}}
+	var out bytes.Buffer
+	if err := SVG(&out, []*trace.Span{sp}, SVGOptions{Width: 1214}); err != nil {
+		t.Fatal(err)
+	}
+	scale := (1214 - svgLabelW - svgPadRight) / 1000 // px per ns: exactly 1
+	rects := map[string][2]float64{}
+	for _, g := range recordGroups(parseSVG(t, out.Bytes())) {
+		name, _, _ := strings.Cut(g.child("title").text, "\n")
+		r := g.child("rect")
+		if r == nil {
+			t.Fatalf("%s: no rect", name)
+		}
+		x, _ := strconv.ParseFloat(r.attrs["x"], 64)
+		w, _ := strconv.ParseFloat(r.attrs["width"], 64)
+		rects[name] = [2]float64{x, w}
+	}
+	for name, want := range map[string][2]float64{"root": {svgLabelW, 1000 * scale}, "call": {svgLabelW + 100*scale, 150 * scale}} {
+		if got := rects[name]; math.Abs(got[0]-want[0]) > 0.01 || math.Abs(got[1]-want[1]) > 0.01 {
+			t.Errorf("%s drawn at x=%.2f width %.2f, want x=%.2f width %.2f", name, got[0], got[1], want[0], want[1])
+		}
 	}
 }
