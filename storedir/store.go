@@ -539,13 +539,15 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 type interner struct {
 	tb   *textindex.Batch
 	ids  map[string]uint64
-	seen map[uint64]struct{} // the current span's text ids
+	seen map[uint64]struct{}   // the current span's text ids
+	kvs  map[index.KV]struct{} // the current span's attribute pairs
 }
 
 // newInterner sizes its map for about hint distinct strings: a group commit
 // of a few small spans must not pay for clearing a map sized for a large one.
 func newInterner(tb *textindex.Batch, hint int) *interner {
-	return &interner{tb: tb, ids: make(map[string]uint64, hint), seen: make(map[uint64]struct{}, 64)}
+	return &interner{tb: tb, ids: make(map[string]uint64, hint), seen: make(map[uint64]struct{}, 64),
+		kvs: make(map[index.KV]struct{}, 16)}
 }
 
 func (in *interner) intern(s string) uint64 {
@@ -573,7 +575,12 @@ func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
 		}
 		return id
 	}
-	addAttrs := func(attrs trace.Attrs, postings bool) {
+	// Every record's scalar attributes are the span's attribute postings
+	// too (each distinct pair once): `attr=db.statement:…` finds the span
+	// whose JDBC call, however deep, carries it.
+	kvs := in.kvs
+	clear(kvs)
+	addAttrs := func(attrs trace.Attrs) {
 		for _, a := range attrs {
 			k := addText(a.Key)
 			switch a.Value.Kind {
@@ -581,17 +588,22 @@ func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
 				continue
 			}
 			v := addText(a.Value.Text())
-			if postings && k != 0 && v != 0 {
-				e.Attrs = append(e.Attrs, index.KV{Key: k, Value: v})
+			if k == 0 || v == 0 {
+				continue
+			}
+			kv := index.KV{Key: k, Value: v}
+			if _, dup := kvs[kv]; !dup {
+				kvs[kv] = struct{}{}
+				e.Attrs = append(e.Attrs, kv)
 			}
 		}
 	}
 	addText(sp.Type)
-	addAttrs(sp.Attrs, true)
+	addAttrs(sp.Attrs)
 	if sp.Root != nil {
 		sp.Root.Walk(func(r *trace.Record, depth int) bool {
 			addText(r.Method)
-			addAttrs(r.Attrs, depth == 1)
+			addAttrs(r.Attrs)
 			for ex := r.Exception; ex != nil; ex = ex.Cause {
 				addText(ex.Class)
 				addText(ex.Message)

@@ -91,11 +91,7 @@ func Match(sp *trace.Span, f Filter) bool {
 		return false
 	}
 	for _, a := range f.Attrs {
-		v, ok := sp.Attrs.Get(a.Key)
-		if !ok && sp.Root != nil {
-			v, ok = sp.Root.Attrs.Get(a.Key)
-		}
-		if !ok || v.Text() != a.Value.Text() {
+		if !hasAttr(sp, a) {
 			return false
 		}
 	}
@@ -103,6 +99,24 @@ func Match(sp *trace.Span, f Filter) bool {
 		return false
 	}
 	return true
+}
+
+// hasAttr reports whether the span or any of its records has the
+// attribute a (value compared as text), as attribute search matches.
+func hasAttr(sp *trace.Span, a trace.Attr) bool {
+	if v, ok := sp.Attrs.Get(a.Key); ok && v.Text() == a.Value.Text() {
+		return true
+	}
+	found := false
+	if sp.Root != nil {
+		sp.Root.Walk(func(r *trace.Record, _ int) bool {
+			if v, ok := r.Attrs.Get(a.Key); ok && v.Text() == a.Value.Text() {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
 }
 
 func containsText(sp *trace.Span, needle string) bool {
