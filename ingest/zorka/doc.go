@@ -46,9 +46,14 @@
 // ISO-8859-1. Span.Type is the 2.x TRACE_BEGIN trace type; a 1.90
 // TraceBegin [clock, n] with 0 < n < 65536 comes from a pre-1.90 agent
 // where n is a trace-type id, not a span id: Type is its symbol when
-// defined, else the span gets a zorka.trace_type attribute. An exception
-// marks its record: it counts in Errors and sets Span.Error, as does the
-// ERROR_MARK trace flag. A TraceBegin outside any record (accepted by
+// defined, else the span gets a zorka.trace_type attribute. Such an agent
+// (the 2017 Tomcat sample) wrote prolog tstart in nanoseconds, not ticks,
+// while tstop - tstart is ticks: when its records do not nest as ticks but
+// do as nanoseconds, starts are read as nanoseconds and the span gets
+// zorka.tstart_unit = "ns" (zorka-tdb reads ticks, so ZICO drew its
+// children minutes after the trace ended). An exception marks its record
+// and counts in Errors; only the ERROR_MARK trace flag sets Span.Error, as
+// in Zorka and ZICO (a caught exception is no failure). A TraceBegin outside any record (accepted by
 // zorka-tdb) yields a span without a root record that takes the attributes
 // and flags following it at top level.
 //

@@ -137,13 +137,34 @@ func TestSampleTomcat2017(t *testing.T) {
 	if sp.DurationNS != 0x55a<<16 || sp.Calls != 12 || sp.StartNS != 1503386715154*1e6 {
 		t.Errorf("span duration %d calls %d start %d", sp.DurationNS, sp.Calls, sp.StartNS)
 	}
+	// This 2017 agent wrote prolog tstart in nanoseconds (epilog tstop =
+	// tstart + duration in ticks): read as ticks, doFilter would start at
+	// +12m40s inside an 89.8 ms trace. Read as ns, every record nests and
+	// follows its earlier sibling: createFilterChain ends at 0xb1 ticks =
+	// 11.600 ms, doFilter starts at 0xb11cfb ns = 11.607 ms.
 	doFilter := sp.Root.Children[0].Children[1]
-	if doFilter.StartNS != 0xb11cfb<<16 || doFilter.DurationNS != (0xb1205c-0xb11cfb)<<16 || doFilter.Calls != 4 || len(doFilter.Children) != 3 {
+	if doFilter.StartNS != 0xb11cfb || doFilter.DurationNS != (0xb1205c-0xb11cfb)<<16 || doFilter.Calls != 4 || len(doFilter.Children) != 3 {
 		t.Errorf("doFilter record %+v", doFilter)
 	}
 	jspService := doFilter.Children[2]
-	if jspService.StartNS != 0x15f8282<<16 || jspService.DurationNS != (0x15f84ab-0x15f8282)<<16 {
+	if jspService.StartNS != 0x15f8282 || jspService.DurationNS != (0x15f84ab-0x15f8282)<<16 {
 		t.Errorf("_jspService record %+v", jspService)
+	}
+	var outside []string
+	var check func(parent *trace.Record)
+	check = func(parent *trace.Record) {
+		prevEnd := parent.StartNS
+		for _, c := range parent.Children {
+			if c.StartNS < prevEnd-1<<16 || c.StartNS+c.DurationNS > parent.StartNS+parent.DurationNS+1<<16 {
+				outside = append(outside, c.Method)
+			}
+			prevEnd = c.StartNS + c.DurationNS
+			check(c)
+		}
+	}
+	check(sp.Root)
+	if len(outside) > 0 {
+		t.Errorf("records outside their parent or before their earlier sibling: %v", outside)
 	}
 	rootAttrs := map[string]trace.Value{
 		"URI":                              str("/"),
@@ -167,6 +188,7 @@ func TestSampleTomcat2017(t *testing.T) {
 	rootAttrs["call.method"] = str(want[0])
 	rootAttrs["source.format"] = str("zorka")
 	rootAttrs["zorka.trace_type"] = trace.Int(32)
+	rootAttrs["zorka.tstart_unit"] = str("ns")
 	wantAttrs(t, "span", sp.Attrs, rootAttrs)
 }
 

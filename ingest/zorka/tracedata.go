@@ -497,10 +497,16 @@ func (d *traceDecoder) finishPiece(s *spanState) *trace.Span {
 		if s.root.hasStart {
 			base = s.root.start
 		}
-		p.Recs = d.finishRecords(root, base)
+		// Only a pre-1.90 agent (TraceBegin [clock, trace type]) wrote
+		// nanosecond starts.
+		nanoStarts := d.format == format190 && s.typeID != 0 && legacyNanoStarts(root, base)
+		p.Recs = d.finishRecords(root, base, nanoStarts)
 		p.DurationNS, p.Calls, p.Errors = root.DurationNS, root.Calls, root.Errors
-		attrs = make(trace.Attrs, 0, len(root.Attrs)+len(s.extra)+2)
+		attrs = make(trace.Attrs, 0, len(root.Attrs)+len(s.extra)+3)
 		attrs = append(attrs, root.Attrs...)
+		if nanoStarts {
+			attrs = append(attrs, trace.Attr{Key: "zorka.tstart_unit", Value: trace.String("ns")})
+		}
 	}
 	attrs = append(attrs, s.bareAttrs...)
 	attrs = append(attrs, s.extra...)
@@ -518,13 +524,15 @@ func (d *traceDecoder) finishPiece(s *spanState) *trace.Span {
 
 // finishRecords sorts each record's attributes, turns raw start times into
 // ns relative to base and returns the number of records.
-func (d *traceDecoder) finishRecords(r *trace.Record, base int64) int64 {
+func (d *traceDecoder) finishRecords(r *trace.Record, base int64, nanoStarts bool) int64 {
 	if len(r.Attrs) > 1 {
 		r.Attrs.Sort()
 	}
 	switch {
 	case r.StartNS == noStart:
 		r.StartNS = 0
+	case nanoStarts:
+		r.StartNS = int64(uint64(r.StartNS-base) & mask40)
 	case d.format == format190:
 		r.StartNS = int64(uint64(r.StartNS-base)&mask40) << tickShift
 	default:
@@ -532,7 +540,46 @@ func (d *traceDecoder) finishRecords(r *trace.Record, base int64) int64 {
 	}
 	n := int64(1)
 	for _, c := range r.Children {
-		n += d.finishRecords(c, base)
+		n += d.finishRecords(c, base, nanoStarts)
 	}
 	return n
+}
+
+// legacyNanoStarts reports whether the record tree of a pre-1.90 agent's
+// span carries its prolog tstart values in nanoseconds rather than ticks,
+// as the 2017 agent of the zorka-tdb Tomcat sample wrote them (its epilogs hold tstart
+// + duration in ticks, so durations are right either way). The protocol
+// and zorka-tdb read ticks; ztsd reads nanoseconds only when the ticks do
+// not nest (a child starting or ending outside its parent by more than a
+// tick) and nanoseconds do. Such a span gets zorka.tstart_unit = "ns".
+func legacyNanoStarts(root *trace.Record, base int64) bool {
+	ticks := func(raw int64) int64 { return int64(uint64(raw-base)&mask40) << tickShift }
+	nanos := func(raw int64) int64 { return int64(uint64(raw-base) & mask40) }
+	return !recordsNest(root, ticks) && recordsNest(root, nanos)
+}
+
+// recordsNest reports whether every child of r, at every depth, lies
+// within its parent and after its earlier sibling (one tick of slack) when
+// raw starts convert by conv. A record that never ended has no end to
+// check against.
+func recordsNest(r *trace.Record, conv func(int64) int64) bool {
+	const slack = 1 << tickShift
+	if r.StartNS == noStart {
+		return true
+	}
+	ps := conv(r.StartNS)
+	prevEnd := ps
+	for _, c := range r.Children {
+		if c.StartNS != noStart {
+			cs := conv(c.StartNS)
+			if cs < prevEnd-slack || !r.Open && !c.Open && cs+c.DurationNS > ps+r.DurationNS+slack {
+				return false
+			}
+			prevEnd = cs + c.DurationNS
+		}
+		if !recordsNest(c, conv) {
+			return false
+		}
+	}
+	return true
 }
