@@ -143,17 +143,7 @@ func newTraceID(base time.Time) oteltrace.TraceID {
 
 // expectedValue is how ingest/otlp documents attribute values are stored.
 func expectedValue(v attribute.Value) trace.Value {
-	float := func(f float64) trace.Value {
-		switch {
-		case math.IsNaN(f):
-			return trace.String("NaN")
-		case math.IsInf(f, 1):
-			return trace.String("Infinity")
-		case math.IsInf(f, -1):
-			return trace.String("-Infinity")
-		}
-		return trace.Float(f)
-	}
+	float := trace.Float // NaN and ±Inf stay floats
 	var l []trace.Value
 	switch v.Type() {
 	case attribute.BOOL:

@@ -57,9 +57,8 @@
 //     bool, arrays (trace List) and key-value lists (trace Map, keys sorted,
 //     the last of repeated keys wins). Bytes become the standard base64
 //     (RFC 4648, padded) string of the bytes. A double that is NaN or ±Inf
-//     becomes the string "NaN", "Infinity" or "-Infinity" (the OTLP JSON
-//     spelling), because Trace JSON cannot carry non-finite numbers. An
-//     empty AnyValue is null.
+//     stays a float (Trace JSON writes it {"$float":"NaN"}; see
+//     docs/format/trace-json.md). An empty AnyValue is null.
 //   - The root record: Method = span name, StartNS 0, DurationNS = the span's
 //     duration, Calls 1, Errors = the number of exception events.
 //   - Each span event is a zero-length child record of the root, in the

@@ -419,7 +419,7 @@ func (m *mapper) value(av *commonpb.AnyValue, depth int) (trace.Value, error) {
 	case *commonpb.AnyValue_IntValue:
 		return trace.Int(x.IntValue), nil
 	case *commonpb.AnyValue_DoubleValue:
-		return floatValue(x.DoubleValue), nil
+		return trace.Float(x.DoubleValue), nil // NaN and ±Inf too: Trace JSON writes them {"$float":"NaN"}
 	case *commonpb.AnyValue_BytesValue:
 		if n := base64.StdEncoding.EncodedLen(len(x.BytesValue)); n > m.opt.Limits.MaxStringLen {
 			return trace.Value{}, fmt.Errorf("bytes value of %d bytes encodes to %d base64 characters, limit %d", len(x.BytesValue), n, m.opt.Limits.MaxStringLen)
@@ -446,20 +446,6 @@ func (m *mapper) value(av *commonpb.AnyValue, depth int) (trace.Value, error) {
 		return trace.Value{}, errors.New("string_value_strindex is defined for profiles only")
 	}
 	return trace.Value{}, fmt.Errorf("unknown value type %T", av.GetValue())
-}
-
-// floatValue keeps finite doubles; NaN and ±Inf become their OTLP JSON
-// spelling as strings, because Trace JSON cannot carry them.
-func floatValue(f float64) trace.Value {
-	switch {
-	case math.IsNaN(f):
-		return trace.String("NaN")
-	case math.IsInf(f, 1):
-		return trace.String("Infinity")
-	case math.IsInf(f, -1):
-		return trace.String("-Infinity")
-	}
-	return trace.Float(f)
 }
 
 func (m *mapper) checkString(what, s string) error {
