@@ -136,14 +136,19 @@ func (w *warnings) add(err error) bool {
 	if !errors.As(err, &ce) {
 		return false
 	}
-	id, _ := ParseStoreName(ce.Store)
-	k := damageKey{id, ce.Offset}
+	w.addWarning(ce.Warning())
+	return true
+}
+
+// addWarning records a warning, each (store, offset) once.
+func (w *warnings) addWarning(x Warning) {
+	id, _ := ParseStoreName(x.Store)
+	k := damageKey{id, x.Offset}
 	if w.seen == nil {
 		w.seen = map[damageKey]bool{}
 	}
 	if !w.seen[k] {
 		w.seen[k] = true
-		w.list = append(w.list, ce.Warning())
+		w.list = append(w.list, x)
 	}
-	return true
 }

@@ -97,7 +97,11 @@
 // kept in config.props.damaged), and it is added to the served set — sealed
 // if a newer store exists. Otherwise it stays quarantined until `ztsctl
 // recover` (or `ztsctl migrate`) and a restart. Degraded lists such
-// stores with the reason; Stores includes them.
+// stores with the reason; Stores includes them. An index found damaged by a
+// read (a Pebble table failing its checksum in a block Open never read)
+// is handled the same way at run time: the read leaves that store out with
+// a warning (offset 0: the store's indexes), and the store is taken out
+// of the served set, rebuilt and served again.
 //
 // A store directory without traces.zts is deleted only when it is provably
 // an interrupted creation (nothing but a config.props saying open with no

@@ -12,8 +12,13 @@ import (
 	"sync"
 	"time"
 
+	crdberrors "github.com/cockroachdb/errors"
+	"github.com/cockroachdb/pebble"
+
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/index"
+	"github.com/ztsd/ztsd/textindex"
 )
 
 // Store states beyond open and sealed, as Info.State reports them. A
@@ -314,4 +319,58 @@ func rewriteProps(dir string, now time.Time) error {
 		return fmt.Errorf("rewrite %s: %w", path, err)
 	}
 	return nil
+}
+
+// isIndexDamage reports whether err from a store's index means the index
+// itself is damaged (a Pebble table that fails its checksum, an entry
+// that does not decode), as opposed to a cancelled request or a closed
+// index.
+func isIndexDamage(err error) bool {
+	// Pebble marks its corruption errors the cockroachdb/errors way, which
+	// the standard errors.Is does not see.
+	return crdberrors.Is(err, pebble.ErrCorruption) || errors.Is(err, index.ErrCorrupt) || errors.Is(err, textindex.ErrCorrupt)
+}
+
+// indexDamaged handles a store whose index a read found damaged: the read
+// leaves the store out and names it in its warnings (offset 0: the
+// store's indexes, not a chunk), and the store is taken out of service and
+// rebuilt in the background (quarantine), once. It returns the warning.
+func (db *DB) indexDamaged(s *Store, err error) Warning {
+	w := Warning{Store: StoreName(s.id), Offset: 0,
+		Error: fmt.Sprintf("index damaged, store left out and being rebuilt: %v", err)}
+	if !s.pulled.CompareAndSwap(false, true) {
+		return w
+	}
+	db.log.Error("a store's index is damaged: the store is taken out of service and rebuilt from its data file", "store", StoreName(s.id), "err", err)
+	db.setOut(&outOfService{id: s.id, name: StoreName(s.id), state: StateRebuilding,
+		reason: fmt.Sprintf("index damaged: %v; rebuilding from the data file", err), since: db.opt.Now()})
+	db.bg.wg.Add(1)
+	go func() {
+		defer db.bg.wg.Done()
+		// Out of the served set first, so that no new reader takes it;
+		// the readers that hold it finish before close returns.
+		db.retMu.Lock()
+		db.mu.Lock()
+		for i, x := range db.stores {
+			if x == s {
+				db.stores = append(db.stores[:i:i], db.stores[i+1:]...)
+				break
+			}
+		}
+		if db.current == s {
+			db.current = nil // the committer starts a new store
+		}
+		db.mu.Unlock()
+		db.retMu.Unlock()
+		if cerr := s.close(); cerr != nil {
+			db.log.Warn("closing a store with a damaged index", "store", StoreName(s.id), "err", cerr)
+		}
+		db.cache.dropStore(s.id)
+		db.damage.forgetStore(s.id)
+		if db.bg.ctx.Err() != nil {
+			return
+		}
+		db.quarantine(s.id, s.dir, err)
+	}()
+	return w
 }

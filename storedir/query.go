@@ -265,9 +265,16 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		s  *Store
 		iq index.Query
 	}
+	// A store whose index turns out damaged is left out of the answer,
+	// named in its warnings, and rebuilt (DB.indexDamaged).
+	var warns warnings
 	var targets []storeSearch
 	for _, s := range stores {
 		iq, ok, err := db.storeQuery(ctx, s, q, after)
+		if err != nil && isIndexDamage(err) {
+			warns.addWarning(db.indexDamaged(s, err))
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -279,11 +286,18 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	if !q.Spans && after != nil {
 		pager = &tracePager{after: *after, log: db.log, known: make(map[trace.TraceID]bool)}
 		defer pager.close()
+		kept := targets[:0]
 		for _, t := range targets {
 			if err := pager.addStore(t.s, t.iq); err != nil {
+				if isIndexDamage(err) {
+					warns.addWarning(db.indexDamaged(t.s, err))
+					continue
+				}
 				return nil, err
 			}
+			kept = append(kept, t)
 		}
+		targets = kept
 	}
 	// Each store yields up to limit+1 hits (in trace mode, of distinct
 	// traces not listed before) in its order; the global page is the
@@ -300,6 +314,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		n := 0
 		var cbErr error
 		var lastOfStore hit
+		before := len(all)
 		err := s.meta.Search(ctx, t.iq, func(h index.Hit) bool {
 			// Only the newest version of a span is a result.
 			if old, err := isSuperseded(stores, s, h.SpanRef); err != nil {
@@ -332,6 +347,11 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		if err == nil {
 			err = cbErr
 		}
+		if err != nil && cbErr == nil && isIndexDamage(err) {
+			all = all[:before]
+			warns.addWarning(db.indexDamaged(s, err))
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store %s: search: %w", StoreName(s.id), err)
 		}
@@ -346,7 +366,6 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	var last hit // the last result, or damaged hit, the page walked past
 	walked := false
 	more := false
-	var warns warnings
 	for _, h := range all {
 		if !q.Spans {
 			if seen[h.ref.TraceID] {
@@ -543,6 +562,10 @@ func (db *DB) AttributeValues(ctx context.Context, key string, limit int) ([]str
 	set := map[string]bool{}
 	for _, s := range stores {
 		k, ok, err := s.text.Lookup(key)
+		if err != nil && isIndexDamage(err) {
+			db.indexDamaged(s, err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

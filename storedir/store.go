@@ -82,6 +82,9 @@ type Store struct {
 	supersedeMu sync.Mutex
 	// readOnly: opened on a full disk (indexes read-only, no catch-up).
 	readOnly bool
+	// pulled: a read found an index damaged; the store is being taken out
+	// of service (DB.indexDamaged), once.
+	pulled atomic.Bool
 }
 
 // ID is the store number.
