@@ -21,6 +21,7 @@ import (
 
 	"github.com/ztsd/ztsd/ingest/otlp"
 	"github.com/ztsd/ztsd/ingest/zorka"
+	"github.com/ztsd/ztsd/membudget"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -214,4 +215,28 @@ func TestIngestLimitsOTLPGRPC(t *testing.T) {
 		})
 	}
 	checkNothingStored(t, db)
+}
+
+// TestOTLPGRPCMemoryBudget: an OTLP/gRPC request past the memory budget is
+// refused RESOURCE_EXHAUSTED with RetryInfo naming memory_budget, stores
+// nothing, and holds nothing of the budget afterwards.
+func TestOTLPGRPCMemoryBudget(t *testing.T) {
+	_, db := limitsServer(t, DefaultLimits())
+	req := otlpRequest(100, 100)
+	need := int64(proto.Size(req)) * BodyMemoryFactor
+	budget := membudget.New(need - 1)
+	svc := otlp.NewGRPCService(db, otlp.Options{Status: StatusOf, Budget: budget})
+	_, err := svc.Export(context.Background(), req)
+	st, _ := status.FromError(err)
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "memory_budget") || len(st.Details()) == 0 {
+		t.Fatalf("past the budget: %v (details %v)", err, st.Details())
+	}
+	checkNothingStored(t, db)
+	budget.SetLimit(need)
+	if _, err := svc.Export(context.Background(), req); err != nil {
+		t.Fatalf("within the budget: %v", err)
+	}
+	if used, peak, _ := budget.Stats(); used != 0 || peak != need {
+		t.Fatalf("budget used %d, peak %d after the request (want 0, %d)", used, peak, need)
+	}
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/export"
+	"github.com/ztsd/ztsd/ingest/otlp"
 	"github.com/ztsd/ztsd/ingest/zorka"
 	"github.com/ztsd/ztsd/membudget"
 	"github.com/ztsd/ztsd/storedir"
@@ -86,7 +87,7 @@ type Options struct {
 // of body while it is decoded, validated, encoded and appended: the body,
 // the decoded spans (about twice the body), and the encoded chunks. It was
 // measured as 3.75 (16 concurrent 60 MiB bodies took 3.6 GB RSS).
-const BodyMemoryFactor = 4
+const BodyMemoryFactor = otlp.BodyMemoryFactor
 
 // Access kinds a Route declares: who may call it.
 const (

@@ -36,7 +36,6 @@ import (
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/config"
-	"github.com/ztsd/ztsd/index/kv"
 	"github.com/ztsd/ztsd/ingest/otlp"
 	"github.com/ztsd/ztsd/ingest/zorka"
 	buildversion "github.com/ztsd/ztsd/internal/version"
@@ -246,10 +245,12 @@ func (d *daemonState) serve() error {
 	d.log.Info("stores open", "data_dir", d.cfg.DataDir, "stores", len(d.db.Stores()), "took", time.Since(t0).Round(time.Millisecond))
 
 	// The memory budget starts with what the daemon holds once its stores
-	// are open, plus the index block caches they may fill.
+	// are open (their indexes' caches fill lazily: counting their capacity
+	// per store would refuse every write on a data directory of many
+	// stores).
 	d.budget = membudget.New(int64(d.cfg.Limits.MemoryBudget))
 	debug.SetMemoryLimit(int64(d.cfg.Limits.MemoryBudget))
-	baseline := heldMemory() + int64(len(d.db.Stores()))*2*kv.DefaultCacheBytes
+	baseline := heldMemory()
 	d.budget.Reserve(baseline)
 	d.log.Info("memory budget", "memory_budget", int64(d.cfg.Limits.MemoryBudget), "baseline", baseline)
 	d.conns = server.NewConnLimiter(d.cfg.Limits.MaxConnections)
@@ -257,7 +258,7 @@ func (d *daemonState) serve() error {
 	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout), Budget: d.budget})
 	otlpOpt := otlp.Options{MaxBodySize: int64(d.cfg.Limits.MaxBodySize), MaxSpansPerRequest: d.cfg.Limits.MaxTracesPerRequest,
 		Limits: decodeLimits(d.cfg), Status: server.StatusOf, Logger: d.log,
-		Ingest: func() trace.IngestLimits { return d.srv.Limits().Ingest }}
+		Ingest: func() trace.IngestLimits { return d.srv.Limits().Ingest }, Budget: d.budget}
 	counted := server.IngestCounter{Appender: d.db, Metrics: metrics}
 	var routes []server.Route
 	if d.cfg.Pprof {

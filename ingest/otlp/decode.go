@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/ztsd/ztsd/membudget"
 	"github.com/ztsd/ztsd/trace"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	// It is a function so that a reloaded configuration applies. Nil means
 	// trace.DefaultIngestLimits.
 	Ingest func() trace.IngestLimits
+	// Budget is the daemon's memory budget: an OTLP/gRPC request reserves
+	// BodyMemoryFactor times its encoded size while it is mapped and
+	// appended, and is refused (RESOURCE_EXHAUSTED with RetryInfo, naming
+	// memory_budget) past it. OTLP/HTTP bodies are accounted by the socket
+	// API that routes them here. Nil is unlimited.
+	Budget *membudget.Budget
 	// Status maps an Append error to an HTTP status and an error code (the
 	// daemon passes server.StatusOf). Nil means a mapping that knows only
 	// context errors and ENOSPC/EDQUOT (503) and answers 500 otherwise.

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests (otlptracegrpc WithCompressor("gzip"))
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -62,6 +63,11 @@ func (s *grpcService) Export(ctx context.Context, req *collectortrace.ExportTrac
 			fmt.Sprintf("ztsd is overloaded: %d OTLP requests in flight", cap(s.inFlight)), retryAfterOverloaded)
 	}
 	defer s.inFlight.release()
+	mem := int64(proto.Size(req)) * BodyMemoryFactor
+	if err := s.opt.Budget.TryReserve("OTLP request", mem); err != nil {
+		return nil, statusWithRetry(codes.ResourceExhausted, err.Error(), retryAfterOverloaded)
+	}
+	defer s.opt.Budget.Release(mem)
 	spans, rejected, msg, err := mapRequest(req, nil, s.opt)
 	if err != nil {
 		if requestErrorStatus(err) == http.StatusRequestEntityTooLarge {
@@ -95,6 +101,11 @@ func (s *grpcService) appendError(ctx context.Context, n int, err error) error {
 	}
 	return status.Error(grpcCodeOf(st), msg)
 }
+
+// BodyMemoryFactor is what a request is accounted as holding in the
+// memory budget per byte of its encoding (the decoded message, the spans,
+// their encoded chunks); the socket API uses the same factor.
+const BodyMemoryFactor = 4
 
 // statusWithRetry is a status carrying RetryInfo, which tells OTLP clients
 // that the condition is transient and how long to wait.
