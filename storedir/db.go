@@ -197,6 +197,9 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 		unlockDir(lock)
 		return nil, err
 	}
+	for _, s := range db.stores {
+		s.fillFilter(db.bg)
+	}
 	go db.committer()
 	return db, nil
 }
@@ -246,7 +249,8 @@ func unlockDir(f *os.File) {
 
 func (db *DB) storeOptions() storeOptions {
 	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now,
-		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed, readOnly: db.readOnly != ""}
+		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed, readOnly: db.readOnly != "",
+		maxStoreSize: db.opt.MaxStoreSize}
 }
 
 func (db *DB) openStores(ctx context.Context) error {

@@ -54,7 +54,11 @@
 // a hit from a marked store whose slot has a newer entry (isSuperseded:
 // one trace lookup in the store and in each newer store), so each slot is
 // listed once, by its current version; unmarked stores, the common case,
-// cost nothing extra. Old versions stay in their data files until
+// cost nothing extra. Each store keeps a Bloom filter of its trace ids
+// (traceFilter: filled from the index in the background at open, then by
+// the committer), so both checks skip the index lookup of a store that
+// certainly does not hold the trace: a write of new traces pays a few
+// hashes per store, not an index read per store. Old versions stay in their data files until
 // retention removes the store, and still count in the stores' span
 // counters.
 //

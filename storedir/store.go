@@ -85,6 +85,11 @@ type Store struct {
 	// pulled: a read found an index damaged; the store is being taken out
 	// of service (DB.indexDamaged), once.
 	pulled atomic.Bool
+
+	// filter rules trace ids out of the store (see traceFilter);
+	// filterCancel (guarded by mu) stops the scan that fills it.
+	filter       atomic.Pointer[traceFilter]
+	filterCancel context.CancelFunc
 }
 
 // ID is the store number.
@@ -120,6 +125,8 @@ type storeOptions struct {
 	// replayed, when set, is called after each chunk catchUp re-indexes
 	// with the offset just past it (tests crash the process there).
 	replayed func(next int64)
+	// maxStoreSize sizes the trace filter of a store taking writes.
+	maxStoreSize int64
 }
 
 // replayCheckpointBytes is how much of the data file catchUp re-indexes
@@ -157,6 +164,9 @@ func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
 		data.Close()
 		return nil, err
 	}
+	f := newStoreFilter(0, false, opt.maxStoreSize)
+	f.ready.Store(true) // empty: the committer adds every trace it indexes
+	s.filter.Store(f)
 	return s, nil
 }
 
@@ -244,6 +254,8 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 		s.close()
 		return nil, err
 	}
+	// Filled from the index by fillFilter; the committer adds from here on.
+	s.filter.Store(newStoreFilter(s.meta.Stats().Traces, s.Sealed(), opt.maxStoreSize))
 	return s, nil
 }
 
@@ -402,6 +414,7 @@ func (s *Store) setWatermarks(off int64) error {
 // indexChunk adds the spans of the chunk at off (ending at next) to the
 // indexes that are behind it and updates the store's counters.
 func (s *Store) indexChunk(off, next int64, spans []*trace.Span, doMeta, doText bool) error {
+	s.filterIndexed(spans) // before the entries can be found
 	if err := IndexChunk(s.meta, s.text, off, next, spans, doMeta, doText); err != nil {
 		return fmt.Errorf("store %s: %w", s.dir, err)
 	}
@@ -412,6 +425,9 @@ func (s *Store) indexChunk(off, next int64, spans []*trace.Span, doMeta, doText 
 // indexChunks adds consecutive chunks written by one group commit to both
 // indexes in one batch each (IndexChunks) and updates the counters.
 func (s *Store) indexChunks(chunks []ChunkSpans) error {
+	for _, c := range chunks {
+		s.filterIndexed(c.Spans) // before the entries can be found
+	}
 	if err := IndexChunks(s.meta, s.text, chunks, true, true); err != nil {
 		return fmt.Errorf("store %s: %w", s.dir, err)
 	}
@@ -671,6 +687,12 @@ const unflushedCloseWait = 2 * time.Second
 // past their watermarks at the next open). A read-only store only closes
 // its files.
 func (s *Store) closeBy(deadline time.Time) error {
+	s.mu.Lock()
+	stopFilter := s.filterCancel
+	s.mu.Unlock()
+	if stopFilter != nil {
+		stopFilter() // a filter scan holds refs shared until it sees this
+	}
 	s.refs.Lock()
 	defer s.refs.Unlock()
 	var errs []error

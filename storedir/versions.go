@@ -157,10 +157,13 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 	var enc1, enc2 []byte
 	for _, tid := range order {
 		idx := byTrace[tid]
-		current := make(map[versionKey]found, len(idx))
+		var current map[versionKey]found // made when a store holds the trace
 		for _, s := range stores {
 			if err := ctx.Err(); err != nil {
 				return versionCheck{}, err
+			}
+			if !s.mayHoldTrace(tid) {
+				continue
 			}
 			refs, err := s.meta.TraceSpans(tid)
 			if err != nil {
@@ -172,6 +175,9 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 					return versionCheck{}, err
 				}
 				continue
+			}
+			if len(refs) > 0 && current == nil {
+				current = make(map[versionKey]found, len(idx))
 			}
 			for _, r := range refs {
 				k := versionKey{tid, trace.SpanID(r.SpanID), r.ChunkNum}
@@ -264,6 +270,9 @@ func isSuperseded(stores []*Store, s *Store, ref index.SpanRef) (bool, error) {
 	for _, t := range stores {
 		if t == s {
 			break
+		}
+		if !t.mayHoldTrace(ref.TraceID) {
+			continue
 		}
 		refs, err := t.meta.Span(ref.TraceID, ref.SpanID)
 		if err != nil {

@@ -2,9 +2,11 @@ package storedir
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ztsd/ztsd/trace"
 )
@@ -31,6 +33,59 @@ func spanCount(db *DB) int64 {
 	return n
 }
 
+// waitFilters waits until every store's trace filter is ready.
+func waitFilters(t testing.TB, db *DB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stores, release := db.snapshot()
+		missing := 0
+		for _, s := range stores {
+			if f := s.filter.Load(); f == nil || !f.ready.Load() {
+				missing++
+			}
+		}
+		release()
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stores have no ready trace filter after 30 s", missing)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTraceFilter: no false negatives; few false positives.
+func TestTraceFilter(t *testing.T) {
+	const n = 50_000
+	f := newTraceFilter(n)
+	f.ready.Store(true)
+	var id trace.TraceID
+	for i := 0; i < n; i++ {
+		binary.BigEndian.PutUint64(id[8:], uint64(i)) // low-entropy ids, as Zorka's
+		f.add(id)
+	}
+	for i := 0; i < n; i++ {
+		binary.BigEndian.PutUint64(id[8:], uint64(i))
+		if !f.mayContain(id) {
+			t.Fatalf("trace %d added but ruled out", i)
+		}
+	}
+	fp := 0
+	for i := n; i < 2*n; i++ {
+		binary.BigEndian.PutUint64(id[8:], uint64(i))
+		if f.mayContain(id) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / n; rate > 0.02 {
+		t.Fatalf("false positive rate %.3f, want < 0.02", rate)
+	} else {
+		t.Logf("false positive rate %.4f at %d bits per trace", rate, filterBitsPerTrace)
+	}
+}
+
 // TestIdenticalSpansStoredOnce: appending the same spans again (a retried
 // request, a re-import) stores nothing: the data files, the span counts
 // and the search results stay as they were, and the call still succeeds.
@@ -40,7 +95,12 @@ func TestIdenticalSpansStoredOnce(t *testing.T) {
 	defer db.Close()
 	ctx := context.Background()
 	spans := genWorkload(41, 300)
-	appendAll(t, db, spans, 50)
+	appendAll(t, db, spans[:150], 50)
+	if err := db.Rotate(); err != nil { // the first half in a sealed store, checked through its trace filter
+		t.Fatal(err)
+	}
+	waitFilters(t, db)
+	appendAll(t, db, spans[150:], 50)
 	size, count := dataBytes(t, dir), spanCount(db)
 	q := Query{Spans: true, Limit: 1000}
 	want := searchAll(t, db, q)
@@ -95,6 +155,7 @@ func TestNewerVersionSupersedes(t *testing.T) {
 	newest := version(2)
 	check := func(t *testing.T, db *DB) {
 		t.Helper()
+		waitFilters(t, db) // after a restart, filled by scanning the indexes
 		for _, mode := range []bool{true, false} {
 			for _, limit := range []int{1000, 7} {
 				got := searchAll(t, db, Query{Spans: mode, Limit: limit})
@@ -177,11 +238,16 @@ func BenchmarkCheckVersions(b *testing.B) {
 			}
 		}
 	}
+	waitFilters(b, db)
 	b.Logf("%d stores, %d spans", len(db.Stores()), len(spans))
+	fresh := make([][]*trace.Span, len(reqs)) // new trace ids; checking stores nothing, so they stay new
+	for i := range reqs {
+		fresh[i] = benchRequest(reqs, len(reqs)+i)
+	}
 	n := 0
 	cpu0 := processCPU()
-	for i := len(reqs); b.Loop(); i++ { // i >= len(reqs): fresh trace ids
-		req := benchRequest(reqs, i)
+	for i := 0; b.Loop(); i++ {
+		req := fresh[i%len(fresh)]
 		vc, err := db.checkVersions(ctx, req)
 		if err != nil {
 			b.Fatal(err)
