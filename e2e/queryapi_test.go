@@ -84,6 +84,7 @@ func TestQueryAPIs(t *testing.T) {
 		z.Spans[0].StartTime != traces1Start/1000 || z.Spans[0].Duration != traces1Dur/1000 {
 		t.Errorf("zorka trace: %+v", z)
 	}
+	zorkaSpans := len(traces.Data[0].Spans)
 
 	// The WTF trace's scopes as child spans, through Jaeger trace by id.
 	r = tcp("/api/traces?service="+url.QueryEscape("wtf cff-js-node.wtf-trace")+"&minDuration=1us&limit=1", nil)
@@ -93,6 +94,28 @@ func TestQueryAPIs(t *testing.T) {
 	r = tcp("/api/traces/"+traces.Data[0].TraceID, nil)
 	if r.status != 200 || !strings.Contains(string(r.body), `"ztsd.record"`) {
 		t.Errorf("wtf trace: %d, want record-spans: %.400s", r.status, r.body)
+	}
+
+	// Jaeger UI 2.19+'s search list: the summary of the Zorka agent's
+	// trace on the socket counts the spans the Jaeger search showed.
+	r = sock("/api/v3/trace-summaries?query.service_name="+url.QueryEscape("zorka http")+
+		"&query.start_time_min=1970-01-01T00:00:00Z&query.start_time_max=2100-01-01T00:00:00Z&query.num_traces=20", nil)
+	var sums struct {
+		Summaries []struct {
+			TraceID                                  string `json:"traceId"`
+			RootServiceName, RootOperationName       string
+			MinStartTimeUnixNano, MaxEndTimeUnixNano string
+			SpanCount                                int
+			Services                                 []struct{ Name string }
+		}
+	}
+	if err := json.Unmarshal(r.body, &sums); err != nil || r.status != 200 || len(sums.Summaries) != 1 {
+		t.Fatalf("trace summaries: %d %s", r.status, r.body)
+	}
+	if s := sums.Summaries[0]; s.TraceID != traces1ID || s.RootServiceName != "zorka http" || s.RootOperationName != traces1Meth ||
+		s.MinStartTimeUnixNano != fmt.Sprint(traces1Start) || s.MaxEndTimeUnixNano != fmt.Sprint(traces1Start+traces1Dur) ||
+		s.SpanCount != zorkaSpans || len(s.Services) != 1 || s.Services[0].Name != "zorka http" {
+		t.Errorf("zorka trace summary: %s", r.body)
 	}
 
 	// Tempo: echo, a TraceQL search and the protobuf trace view, over TCP.

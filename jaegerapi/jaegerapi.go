@@ -59,6 +59,7 @@ func (a *API) Routes() []server.Route {
 		r("GET /api/v3/operations", a.handleV3Operations),
 		r("GET /api/v3/traces/{id}", a.handleV3Trace),
 		r("GET /api/v3/traces", a.handleV3Search),
+		r("GET /api/v3/trace-summaries", a.handleV3Summaries),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -423,4 +424,94 @@ func FuzzParseV3Search(f *testing.F) {
 			t.Fatalf("ParseV3Search(%q): %+v", raw, s)
 		}
 	})
+}
+
+// TestV3TraceSummaries checks GET /api/v3/trace-summaries against the
+// Load: whole JSON of the two newest payments traces (one with errors),
+// the published shape (Jaeger's apiv3 traceSummaryJSON), an empty answer
+// and a bad parameter.
+func TestV3TraceSummaries(t *testing.T) {
+	db := querytest.OpenDB(t, querytest.LoadSpans(t))
+	ts := newServer(t, db)
+	min, max := querytest.Base.Add(-time.Hour).Format(time.RFC3339Nano), querytest.Base.Add(time.Hour).Format(time.RFC3339Nano)
+	times := "&query.start_time_min=" + url.QueryEscape(min) + "&query.start_time_max=" + url.QueryEscape(max)
+	code, body := get(t, ts, "/api/v3/trace-summaries?query.service_name=payments&query.num_traces=2"+times, nil)
+	t0 := func(i int) int64 { return querytest.Base.Add(time.Duration(i) * time.Minute).UnixNano() }
+	want := fmt.Sprintf(`{"summaries":[`+
+		`{"traceId":"%x","rootServiceName":"checkout","rootOperationName":"GET /checkout","minStartTimeUnixNano":"%d","maxEndTimeUnixNano":"%d","spanCount":3,"errorSpanCount":2,"orphanSpanCount":0,"services":[{"name":"checkout","spanCount":2,"errorSpanCount":1},{"name":"payments","spanCount":1,"errorSpanCount":1}]},`+
+		`{"traceId":"%x","rootServiceName":"checkout","rootOperationName":"GET /checkout","minStartTimeUnixNano":"%d","maxEndTimeUnixNano":"%d","spanCount":3,"errorSpanCount":0,"orphanSpanCount":0,"services":[{"name":"checkout","spanCount":2,"errorSpanCount":0},{"name":"payments","spanCount":1,"errorSpanCount":0}]}]}`+"\n",
+		querytest.TraceID(3), t0(3), t0(3)+15e6, querytest.TraceID(2), t0(2), t0(2)+14e6)
+	if code != 200 || string(body) != want {
+		t.Errorf("trace summaries: %d\n got %s\nwant %s", code, body, want)
+	}
+	code, body = get(t, ts, "/api/v3/trace-summaries?query.service_name=payments&query.duration_min=1h"+times, nil)
+	if code != 200 || string(body) != `{"summaries":[]}`+"\n" {
+		t.Errorf("no trace: %d %s", code, body)
+	}
+	code, body = get(t, ts, "/api/v3/trace-summaries?query.service_name=payments&query.num_traces=x"+times, nil)
+	if code != 400 || !strings.Contains(string(body), "query.num_traces") {
+		t.Errorf("bad num_traces: %d %s", code, body)
+	}
+}
+
+// TestV3TraceSummaryCountsRecordSpans checks a summary counts the spans
+// /api/v3/traces/{id} shows (record-spans included) and their time range.
+func TestV3TraceSummaryCountsRecordSpans(t *testing.T) {
+	db := querytest.OpenDB(t, querytest.SampleSpans(t))
+	ts := newServer(t, db)
+	code, body := get(t, ts, "/api/v3/trace-summaries?query.service_name=wtf%20cff-js-node.wtf-trace&query.num_traces=50"+
+		"&query.start_time_min=1970-01-01T00:00:00Z&query.start_time_max=2100-01-01T00:00:00Z", nil)
+	var sums struct {
+		Summaries []struct {
+			TraceID              string `json:"traceId"`
+			SpanCount            int    `json:"spanCount"`
+			MinStartTimeUnixNano string
+			MaxEndTimeUnixNano   string
+		}
+	}
+	decode(t, body, &sums)
+	if code != 200 || len(sums.Summaries) == 0 {
+		t.Fatalf("wtf summaries: %d %s", code, body)
+	}
+	most := 0
+	for _, s := range sums.Summaries {
+		most = max(most, s.SpanCount)
+		_, tb := get(t, ts, "/api/v3/traces/"+s.TraceID, nil)
+		var res struct {
+			Result struct {
+				ResourceSpans []struct {
+					ScopeSpans []struct {
+						Spans []struct {
+							Start string `json:"startTimeUnixNano"`
+							End   string `json:"endTimeUnixNano"`
+						}
+					}
+				}
+			}
+		}
+		decode(t, tb, &res)
+		n, minS, maxE := 0, int64(0), int64(0)
+		for _, rs := range res.Result.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					st, _ := strconv.ParseInt(sp.Start, 10, 64)
+					en, _ := strconv.ParseInt(sp.End, 10, 64)
+					if n == 0 || st < minS {
+						minS = st
+					}
+					if n == 0 || en > maxE {
+						maxE = en
+					}
+					n++
+				}
+			}
+		}
+		if s.SpanCount != n || s.MinStartTimeUnixNano != strconv.FormatInt(minS, 10) ||
+			s.MaxEndTimeUnixNano != strconv.FormatInt(maxE, 10) {
+			t.Errorf("trace %s: summary %+v; the trace shows %d spans over [%d, %d]", s.TraceID, s, n, minS, maxE)
+		}
+	}
+	if most < 2 {
+		t.Errorf("no summary counts record-spans: %s", body)
+	}
 }

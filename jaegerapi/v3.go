@@ -161,3 +161,71 @@ func (a *API) handleV3Search(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Write([]byte("}\n"))
 }
+
+// traceSummaryJSON is one trace of GET /api/v3/trace-summaries, in the
+// shape jaeger-query's handler writes (ADR-010, Jaeger's apiv3
+// summaries.go): hex trace id, times as decimal strings of Unix
+// nanoseconds (left out when zero), counts as numbers.
+type traceSummaryJSON struct {
+	TraceID              string               `json:"traceId"`
+	RootServiceName      string               `json:"rootServiceName"`
+	RootOperationName    string               `json:"rootOperationName"`
+	MinStartTimeUnixNano string               `json:"minStartTimeUnixNano,omitempty"`
+	MaxEndTimeUnixNano   string               `json:"maxEndTimeUnixNano,omitempty"`
+	SpanCount            int                  `json:"spanCount"`
+	ErrorSpanCount       int                  `json:"errorSpanCount"`
+	OrphanSpanCount      int                  `json:"orphanSpanCount"`
+	Services             []serviceSummaryJSON `json:"services"`
+}
+
+type serviceSummaryJSON struct {
+	Name           string `json:"name"`
+	SpanCount      int    `json:"spanCount"`
+	ErrorSpanCount int    `json:"errorSpanCount"`
+}
+
+func unixNanoString(ns int64) string {
+	if ns <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(ns, 10)
+}
+
+// handleV3Summaries answers GET /api/v3/trace-summaries: the parameters of
+// /api/v3/traces (ParseV3Search), per trace found its summary
+// (queryapi.Summarize) instead of its spans. No trace found is an empty
+// list.
+func (a *API) handleV3Summaries(w http.ResponseWriter, r *http.Request) {
+	s, err := ParseV3Search(r.URL.Query())
+	if err != nil {
+		a.v3Error(w, r, err)
+		return
+	}
+	hits, _, err := queryapi.FindTraces(r.Context(), a.db, s)
+	if err != nil {
+		a.v3Error(w, r, err)
+		return
+	}
+	out := make([]traceSummaryJSON, 0, len(hits))
+	for _, h := range hits {
+		roots, err := a.db.GetTrace(r.Context(), h.TraceID)
+		if errors.Is(err, storedir.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			a.v3Error(w, r, err)
+			return
+		}
+		ts := queryapi.Summarize(h.TraceID, roots)
+		tj := traceSummaryJSON{TraceID: ts.TraceID.String(), RootServiceName: ts.RootServiceName,
+			RootOperationName: ts.RootOperationName, MinStartTimeUnixNano: unixNanoString(ts.MinStartNS),
+			MaxEndTimeUnixNano: unixNanoString(ts.MaxEndNS), SpanCount: ts.SpanCount,
+			ErrorSpanCount: ts.ErrorSpanCount, OrphanSpanCount: ts.OrphanSpanCount,
+			Services: make([]serviceSummaryJSON, len(ts.Services))}
+		for i, sv := range ts.Services {
+			tj.Services[i] = serviceSummaryJSON{sv.Name, sv.SpanCount, sv.ErrorSpanCount}
+		}
+		out = append(out, tj)
+	}
+	writeJSON(w, map[string]any{"summaries": out})
+}
