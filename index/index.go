@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 
@@ -122,20 +121,10 @@ func Open(dir string, opt Options) (*Index, error) {
 // be committed and Flush fails. A missing or empty directory yields an
 // error wrapping ErrNoIndex.
 func OpenReadOnly(dir string, opt Options) (*Index, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
-		return nil, fmt.Errorf("index %s: %w", dir, ErrNoIndex)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("index %s: %w", dir, err)
-	}
 	return open(dir, opt, true)
 }
 
 func open(dir string, opt Options, readOnly bool) (*Index, error) {
-	if opt.CacheBytes <= 0 {
-		opt.CacheBytes = kv.DefaultCacheBytes
-	}
 	if opt.BlockShift == 0 {
 		opt.BlockShift = DefaultBlockShift
 	}
@@ -148,18 +137,12 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.TraceCacheEntries <= 0 {
 		opt.TraceCacheEntries = 1 << 16
 	}
-	if !readOnly {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("index %s: %w", dir, err)
-		}
+	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly})
+	if errors.Is(err, kv.ErrNoDB) {
+		return nil, fmt.Errorf("index %s: %w", dir, ErrNoIndex)
 	}
-	cache := kv.NewCache(opt.CacheBytes)
-	defer cache.Unref()
-	po := kv.Options(cache, newMerger(), opt.Logf)
-	po.ReadOnly = readOnly
-	db, err := pebble.Open(dir, po)
 	if err != nil {
-		return nil, fmt.Errorf("index %s: open: %w", dir, err)
+		return nil, fmt.Errorf("index %s: %w", dir, err)
 	}
 	ix := &Index{
 		db: db, dir: dir, readOnly: readOnly,

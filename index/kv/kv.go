@@ -1,7 +1,7 @@
 // Package kv owns how ztsd runs Pebble for a store's two indexes (meta/ and
-// text/): the options they are opened with, the key comparer, a quiet
-// logger, point lookups that use every level's bloom filter, and batches
-// applied in key order.
+// text/): how they are opened (Open, the one place for both) and with which
+// options, the key comparer, a quiet logger, point lookups that use every
+// level's bloom filter, and batches applied in key order.
 //
 // Invariants: the indexes run without Pebble's WAL, because each records,
 // in the same batch as its entries, the data-file offset it is complete up
@@ -11,8 +11,10 @@ package kv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/cockroachdb/pebble"
@@ -262,4 +264,50 @@ func (m *concatMerger) Finish(bool) ([]byte, io.Closer, error) {
 		}
 	}
 	return out, nil, nil
+}
+
+// ErrNoDB is returned by Open in read-only mode for a directory that is
+// missing or empty: there is no index to open.
+var ErrNoDB = errors.New("no index in the directory")
+
+// OpenOptions say how Open opens the Pebble database of one index.
+type OpenOptions struct {
+	// CacheBytes is the block cache besides the memtables' reservation;
+	// 0 means DefaultCacheBytes.
+	CacheBytes int64
+	// Merger is the index's merge operator.
+	Merger *pebble.Merger
+	// Logf receives Pebble's informational log lines; nil discards them.
+	Logf func(format string, args ...any)
+	// ReadOnly opens an existing database without writing anything to
+	// dir (Pebble's read-only mode); otherwise dir is created if missing.
+	ReadOnly bool
+}
+
+// Open opens the Pebble database of one index in dir with Options: the one
+// place both of a store's indexes (meta/ and text/) are opened.
+func Open(dir string, o OpenOptions) (*pebble.DB, error) {
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.ReadOnly {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+			return nil, ErrNoDB
+		}
+		if err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cache := NewCache(o.CacheBytes)
+	defer cache.Unref()
+	po := Options(cache, o.Merger, o.Logf)
+	po.ReadOnly = o.ReadOnly
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	return db, nil
 }

@@ -2,6 +2,9 @@ package kv
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble"
@@ -81,4 +84,32 @@ func TestMergerCompacts(t *testing.T) {
 	if err != nil || !ok || !bytes.Equal(v, []byte{'p', 2, 5}) {
 		t.Fatalf("compacted value %v %v %v", v, ok, err)
 	}
+}
+
+// TestOpenReadOnlyMissing: a read-only open of a missing or empty
+// directory is ErrNoDB and creates nothing; a writable open creates it.
+func TestOpenReadOnlyMissing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "idx")
+	if _, err := Open(dir, OpenOptions{ReadOnly: true, Merger: testMerger()}); !errors.Is(err, ErrNoDB) {
+		t.Fatalf("read-only open of a missing dir: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a read-only open created %s", dir)
+	}
+	db, err := Open(dir, OpenOptions{Merger: testMerger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, OpenOptions{ReadOnly: true, Merger: testMerger()})
+	if err != nil {
+		t.Fatalf("read-only open of an index: %v", err)
+	}
+	db.Close()
+}
+
+func testMerger() *pebble.Merger {
+	return NewMerger("test.concat", func(_ byte, all []byte, _ int) ([]byte, bool) { return all, true })
 }
