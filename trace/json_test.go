@@ -403,6 +403,7 @@ func FuzzDecodeJSONLines(f *testing.F) {
 	f.Add([]byte(zorkaSampleJSON + "," + zorkaSampleRootJSON + `,"spans":[` + exampleSpanJSON + "]}"))
 	f.Add([]byte(`{"attrs":{"a":[1,2.5,{"b":null}],"u":"\ud83d\ude80\u00e9"}}` + "\n\n{}"))
 	f.Add([]byte(`{"trace_id":"7f128efec83c68ec","root":{"exception":{"cause":{"stack":[{"line":-1}]}}}}`))
+	f.Add([]byte(`{"attrs":{"n":{"$float":"NaN"},"s":"NaN","l":[{"$float":"-Infinity"}],"m":{"$map":{"$float":"Infinity"}},"w":{"$map":{"$map":{"$float":{"$float":"NaN"}}}}}}`))
 	r := rand.New(rand.NewPCG(9, 9))
 	for range 4 {
 		line, _ := tracetest.RandomSpan(r, tracetest.GenOptions{MaxDepth: 3}).MarshalJSON()

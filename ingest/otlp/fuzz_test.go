@@ -94,12 +94,13 @@ func seedProto(f *testing.F) {
 }
 
 func FuzzDecodeJSON(f *testing.F) {
-	for _, req := range []*collectortrace.ExportTraceServiceRequest{sampleRequest(), rejectingRequest()} {
+	for _, req := range []*collectortrace.ExportTraceServiceRequest{sampleRequest(), rejectingRequest(), nonFiniteRequest()} {
 		f.Add(toOTLPJSON(f, req, false))
 		f.Add(toOTLPJSON(f, req, true))
+		f.Add(toOTLPJSONNames(f, req, true, true))
 	}
 	for _, s := range []string{
-		`{}`, `null`, `[]`, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","spanId":"0102030405060708"}]}]}]}`,
+		`{}`, `null`, `[]`, `{"resource_spans":[{"scope_spans":[{"spans":[{"trace_id":"0102","span_\\u0069d":"01"}]}]}]}`, `{"x_y":1}`, `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","spanId":"0102030405060708"}]}]}]}`,
 		`{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":{"arrayValue":{"values":[{"kvlistValue":{"values":[{"key":"x","value":{"doubleValue":"NaN"}}]}}]}}}]}}]}`,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"SPAN_KIND_SERVER","status":{"code":2},"startTimeUnixNano":1e3,"endTimeUnixNano":"2000"}]}]}]}`,
 		`{"resourceSpans":[{"scopeSpans":[{"spans":[{"events":[{"name":"exception","attributes":[{"key":"exception.stacktrace","value":{"stringValue":"goroutine 1 [running]:\nmain.f()\n\t/a.go:1 +0x1\n"}}]}]}]}]}]}`,
