@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +36,8 @@ func slowBody(t testing.TB, socket string) net.Conn {
 // read_timeout is disconnected (before, 300 slow bodies stayed open
 // forever and 21,000 exhausted the fd limit), and past max_connections a
 // new client is answered 503 "too many connections" at once instead of
-// hanging; once the slow clients are gone, clients are served again.
+// hanging; SIGHUP raising max_connections applies at once; once the slow
+// clients are gone, their connections are free again.
 func TestSlowBodiesAndConnectionCap(t *testing.T) {
 	t.Parallel()
 	maxConns := 40
@@ -56,6 +58,7 @@ func TestSlowBodiesAndConnectionCap(t *testing.T) {
 		}
 	}()
 	time.Sleep(100 * time.Millisecond) // let the daemon accept them all
+	t0 := time.Now()
 
 	// The next client is refused with a clear answer, not left hanging.
 	c, err := net.Dial("unix", d.Socket)
@@ -75,9 +78,26 @@ func TestSlowBodiesAndConnectionCap(t *testing.T) {
 		t.Fatalf("client past max_connections: %d %q (Retry-After %q)", resp.StatusCode, body, resp.Header.Get("Retry-After"))
 	}
 
-	// Within read_timeout (1 s) plus slack, the daemon hangs up on every
-	// slow body.
-	t0 := time.Now()
+	// SIGHUP raises max_connections: a new client is served while the slow
+	// bodies still hold theirs (read_timeout is still running for them).
+	d.WriteConfig(fmt.Sprintf("[limits]\nread_timeout = \"5s\"\nidle_timeout = \"1s\"\nmax_connections = %d", maxConns+5))
+	d.Signal(syscall.SIGHUP)
+	for !strings.Contains(d.Stderr(), "limits.max_connections") {
+		if time.Since(t0) > 2*time.Second {
+			t.Fatalf("no reload logged:\n%s", d.Stderr())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := d.Client.Health(context.Background()); err != nil {
+		t.Fatalf("after raising max_connections: %v", err)
+	}
+	if time.Since(t0) > 900*time.Millisecond {
+		t.Logf("reload took %v: the slow bodies may have timed out already", time.Since(t0))
+	}
+
+	// Within read_timeout (1 s: the running server keeps it until a
+	// restart) plus slack, the daemon hangs up on every slow body.
+	t0 = time.Now()
 	for i, c := range slow {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		_, err := io.Copy(io.Discard, c)
