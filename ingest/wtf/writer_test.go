@@ -201,6 +201,10 @@ func (g *generator) value(t argType) trace.Value {
 	case argUint32, argFlowID:
 		return trace.Int(int64(r.Uint32()))
 	case argFloat32:
+		if (g.enc == encLegacyBinary || g.enc == encCFFBinary) && r.Intn(8) == 0 {
+			// Binary float32 arguments can be NaN or ±Inf (JSON ones cannot).
+			return trace.Float([]float64{math.NaN(), math.Inf(1), math.Inf(-1)}[r.Intn(3)])
+		}
 		return trace.Float(float64(float32(r.NormFloat64()*1000) + 0.5))
 	case argTime32:
 		return trace.Float(float64(r.Uint32()) / 1000)
@@ -1021,6 +1025,12 @@ func TestWriterRoundTrip(t *testing.T) {
 			name += "-le"
 		}
 		t.Run(name, func(t *testing.T) {
+			nonFinite := 0
+			defer func() {
+				if (e.enc == encLegacyBinary || e.enc == encCFFBinary) && nonFinite == 0 && !t.Failed() {
+					t.Errorf("no NaN/±Inf float32 argument generated")
+				}
+			}()
 			for seed := int64(1); seed <= 120; seed++ {
 				g := newGenerator(seed*7919, e.enc)
 				g.build()
@@ -1048,6 +1058,29 @@ func TestWriterRoundTrip(t *testing.T) {
 				sum, spans, err := collect(t, "gen.wtf", data, ingest.Options{})
 				if err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
+				}
+				for _, sp := range spans { // NaN/±Inf arguments read back exactly from Trace JSON too
+					if sp.Root != nil {
+						sp.Root.Walk(func(r *trace.Record, _ int) bool {
+							for _, a := range r.Attrs {
+								if a.Value.Kind == trace.KindFloat && (math.IsNaN(a.Value.Float) || math.IsInf(a.Value.Float, 0)) {
+									nonFinite++
+								}
+							}
+							return true
+						})
+					}
+					b, err := sp.MarshalJSON()
+					if err != nil {
+						t.Fatalf("seed %d: span %s: %v", seed, sp.SpanID, err)
+					}
+					var back trace.Span
+					if err := back.UnmarshalJSON(b); err != nil {
+						t.Fatalf("seed %d: %v", seed, err)
+					}
+					if d := trace.Diff(sp, &back); d != "" {
+						t.Fatalf("seed %d: span %s through Trace JSON: %s", seed, sp.SpanID, d)
+					}
 				}
 				want := g.expected(tbNS)
 				got := renderSpans(spans)
