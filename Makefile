@@ -76,10 +76,11 @@ bench-large: build
 # the fault-injection soak for FAULT_SOAK (make test runs 25 s of it):
 # writers and searchers while bits flip in sealed stores, the disk fills
 # and frees, slow connections and oversized bodies arrive (needs root for
-# its tmpfs). SOAK_RSS_BUDGET (bytes) is the RSS the daemon must stay under.
+# its tmpfs). SOAK_RSS_BUDGET (bytes) is the daemon's memory_budget, which
+# its RSS must stay under.
 # Last, a crash during the index replay of 1.5M spans (make test: 12k).
 FAULT_SOAK      ?= 10m
-SOAK_RSS_BUDGET ?= 536870912
+SOAK_RSS_BUDGET ?= 268435456
 soak:
 	ZTSD_CRASH_ITERATIONS=$(SOAK_ITER) $(GO) test -count=1 -timeout 12h -run '^TestCrashLoop' -v ./cmd/ztsd/
 	ZTSD_FAULT_SOAK=$(FAULT_SOAK) ZTSD_SOAK_RSS_BUDGET=$(SOAK_RSS_BUDGET) $(GO) test -count=1 -timeout 3h -run '^TestFaultSoak$$' -v ./cmd/ztsd/

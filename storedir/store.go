@@ -141,6 +141,14 @@ func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
 	if err := os.Mkdir(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create store %s: %w", dir, err)
 	}
+	// A store that could not be created whole (a full disk) is removed, so
+	// that the next rotation can create it again under the same id.
+	created := false
+	defer func() {
+		if !created {
+			os.RemoveAll(dir)
+		}
+	}()
 	props := config.StoreProps{
 		FormatVersion: FormatVersion,
 		Compression:   opt.chunk.Compression.String(),
@@ -167,6 +175,7 @@ func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
 	f := newStoreFilter(0, false, opt.maxStoreSize)
 	f.ready.Store(true) // empty: the committer adds every trace it indexes
 	s.filter.Store(f)
+	created = true
 	return s, nil
 }
 

@@ -3,11 +3,14 @@ package storedir
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ztsd/ztsd/internal/faultfs"
 	"github.com/ztsd/ztsd/trace"
 )
 
@@ -256,4 +259,35 @@ func BenchmarkCheckVersions(b *testing.B) {
 		n += len(req)
 	}
 	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(n), "cpu-ns/span")
+}
+
+// TestRotationRetriedAfterFailedCreate: a new store that could not be
+// created (ENOSPC creating its data file) leaves no directory behind, so
+// the next rotation creates it and writes succeed again (the fault soak
+// found every later write failing with "mkdir ...: file exists").
+func TestRotationRetriedAfterFailedCreate(t *testing.T) {
+	dir := t.TempDir()
+	fsys := faultfs.New(nil)
+	o := testOptions()
+	o.FS = fsys
+	db := openTestDB(t, dir, o)
+	defer db.Close()
+	appendAll(t, db, genWorkload(43, 50), 50)
+	remove := fsys.Inject(faultfs.Rule{Op: faultfs.OpOpen, PathContains: StoreName(1) + "/" + dataFile, Times: 1, Err: syscall.ENOSPC})
+	if err := db.Rotate(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("rotation on a full disk: %v, want ENOSPC", err)
+	}
+	remove()
+	if _, err := os.Stat(filepath.Join(dir, StoreName(1))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the store that failed to be created is still there: %v", err)
+	}
+	if err := db.Rotate(); err != nil {
+		t.Fatalf("rotation once space is back: %v", err)
+	}
+	if err := db.Append(context.Background(), genWorkload(44, 10)); err != nil {
+		t.Fatalf("write after the rotation: %v", err)
+	}
+	if n := len(db.Stores()); n != 2 {
+		t.Fatalf("%d stores, want 2", n)
+	}
 }

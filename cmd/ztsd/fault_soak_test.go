@@ -42,16 +42,16 @@ import (
 // the test runs a short variant (soakShort, in `make test`), which holds
 // /healthz to soakShortHealthLimit instead: `make test` runs packages in
 // parallel on a shared 2-core machine, where scheduling alone can delay an
-// answer past 100 ms; it still reports how many answers took longer. ZTSD_SOAK_RSS_BUDGET (bytes,
-// e.g. 536870912) sets the RSS limit checked; the default is
-// soakRSSBudget.
+// answer past 100 ms; it still reports how many answers took longer.
+// ZTSD_SOAK_RSS_BUDGET (bytes) is the daemon's memory_budget and the RSS
+// limit checked; the default is soakRSSBudget.
 
 const (
 	soakShort       = 25 * time.Second
 	soakHealthLimit = 100 * time.Millisecond
 	// soakShortHealthLimit is the short variant's /healthz limit.
 	soakShortHealthLimit = time.Second
-	soakRSSBudget        = 512 << 20
+	soakRSSBudget        = 256 << 20
 	soakMaxBody          = 1 << 20 // max_body_size of the soak's daemon
 )
 
@@ -137,8 +137,8 @@ func TestFaultSoak(t *testing.T) {
 	budget := soakBudget(t)
 	d := daemontest.New(t, "")
 	d.DataDir = filepath.Join(mnt, "data")
-	d.WriteConfig(fmt.Sprintf("sync = \"batch\"\n[store]\nmax_store_size = %q\nchunk_target_size = \"32KiB\"\n[limits]\nmax_body_size = %d",
-		storeSize, soakMaxBody))
+	d.WriteConfig(fmt.Sprintf("sync = \"batch\"\n[store]\nmax_store_size = %q\nchunk_target_size = \"32KiB\"\n[limits]\nmax_body_size = %d\nmemory_budget = %d",
+		storeSize, soakMaxBody, budget))
 	d.Start()
 	pid := d.Cmd.Process.Pid
 	st := &soakStats{flips: map[string][]int64{}, oversizedStatus: map[int]int{}}
