@@ -31,6 +31,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
@@ -254,6 +255,7 @@ func (d *daemonState) serve() error {
 	d.budget.Reserve(baseline)
 	d.log.Info("memory budget", "memory_budget", int64(d.cfg.Limits.MemoryBudget), "baseline", baseline)
 	d.conns = server.NewConnLimiter(d.cfg.Limits.MaxConnections)
+	registerResourceMetrics(metrics.Registry(), d.budget, d.conns)
 
 	sessions := zorka.NewSessions(zorka.Options{IdleTimeout: time.Duration(d.cfg.Zorka.SessionIdleTimeout), Budget: d.budget})
 	otlpOpt := otlp.Options{MaxBodySize: int64(d.cfg.Limits.MaxBodySize), MaxSpansPerRequest: d.cfg.Limits.MaxTracesPerRequest,
@@ -407,6 +409,25 @@ func (d *daemonState) reload() {
 	restart := live.Diff(next)
 	d.cfg = live
 	d.log.Info("reload: applied", "changed", changed, "need_restart", restart)
+}
+
+// registerResourceMetrics exports the memory budget and the connection cap.
+func registerResourceMetrics(reg *prometheus.Registry, b *membudget.Budget, c *server.ConnLimiter) {
+	budget := func(pick func(used, peak, limit int64) int64) func() float64 {
+		return func() float64 { return float64(pick(b.Stats())) }
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ztsd_memory_budget_bytes",
+			Help: "limits.memory_budget."}, budget(func(_, _, l int64) int64 { return l })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ztsd_memory_budget_used_bytes",
+			Help: "Bytes of the memory budget reserved now (request bodies, agent symbols, baseline)."}, budget(func(u, _, _ int64) int64 { return u })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ztsd_memory_budget_peak_bytes",
+			Help: "Most bytes of the memory budget ever reserved at once."}, budget(func(_, p, _ int64) int64 { return p })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ztsd_connections_open",
+			Help: "API connections open (unix socket and TCP)."}, func() float64 { return float64(c.Open()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ztsd_connections_refused_total",
+			Help: "Connections answered 503 past limits.max_connections."}, func() float64 { return float64(c.Refused()) }),
+	)
 }
 
 // heldMemory is the memory the Go runtime holds from the OS and has not

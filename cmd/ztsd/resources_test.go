@@ -115,6 +115,9 @@ func TestSlowBodiesAndConnectionCap(t *testing.T) {
 	if n := fdCount(t, d.Cmd.Process.Pid); n > 200 {
 		t.Errorf("daemon holds %d file descriptors after the slow clients left", n)
 	}
+	if n := metric(t, d.Client, "ztsd_connections_refused_total"); n < 1 {
+		t.Errorf("ztsd_connections_refused_total = %v after a refusal", n)
+	}
 }
 
 func fdCount(t testing.TB, pid int) int {
@@ -238,5 +241,8 @@ func TestMemoryBudgetBoundsRSS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("retry after the burst: status %d", resp.StatusCode)
+	}
+	if peakReserved := metric(t, d.Client, "ztsd_memory_budget_peak_bytes"); peakReserved > budget || peakReserved < 4*60<<20 {
+		t.Errorf("ztsd_memory_budget_peak_bytes = %v: want one 60 MiB body's 240 MiB to 512 MiB", peakReserved)
 	}
 }
