@@ -400,7 +400,9 @@ func trailerError(line []byte) error {
 type Query struct {
 	Attrs       []trace.Attr // key:value, all must match
 	Text        string
+	Operation   string // a span's root record method, exactly
 	MinDuration time.Duration
+	MaxDuration time.Duration // 0 = unbounded
 	Errors      bool
 	Since       time.Time
 	Until       time.Time
@@ -419,6 +421,12 @@ func (q Query) Values() url.Values {
 	}
 	if q.MinDuration > 0 {
 		v.Set("min_duration", strconv.FormatInt(int64(q.MinDuration), 10))
+	}
+	if q.MaxDuration > 0 {
+		v.Set("max_duration", strconv.FormatInt(int64(q.MaxDuration), 10))
+	}
+	if q.Operation != "" {
+		v.Set("operation", q.Operation)
 	}
 	if q.Errors {
 		v.Set("errors", "true")

@@ -51,8 +51,10 @@
 // blocks in descending max-start order, finds candidates in each block by
 // intersecting posting lists (attributes AND, texts OR; the open block's
 // rows are evaluated directly), filters them with
-// the time column, and emits a candidate once no unvisited block can hold a
-// newer one. Blocks that a rare attribute or text does not occur in are
+// the time column (start, error bit, duration class: minimum and maximum
+// duration), and emits a candidate once no unvisited block can hold a
+// newer one, after its exact duration and the caller's Accept (a condition
+// the index cannot express, asked once per span) have passed it. Blocks that a rare attribute or text does not occur in are
 // skipped without being read.
 //
 // A Matcher answers the same query for one trace at a time: from the

@@ -142,6 +142,7 @@ func (m *Matcher) firstHit(ctx context.Context, traceID [16]byte, before *Cursor
 		case q.UntilNS != 0 && start >= q.UntilNS:
 		case q.ErrorsOnly && !r.ref.Error:
 		case r.ref.DurationNS < q.MinDurationNS:
+		case q.MaxDurationNS > 0 && r.ref.DurationNS > q.MaxDurationNS:
 		case before != nil && (start < before.StartNS ||
 			start == before.StartNS && !keyLess(before.TraceID, before.SpanID, traceID, r.ref.SpanID)):
 		default:
@@ -159,14 +160,29 @@ func (m *Matcher) firstHit(ctx context.Context, traceID [16]byte, before *Cursor
 		}
 	}
 	m.planned = true
+	var asked *SpanRef // the last span Accept decided on, as Search asks once per span and start
 	for _, r := range recs {
+		if asked != nil && asked.SpanID == r.ref.SpanID && asked.StartNS == r.ref.StartNS {
+			continue
+		}
 		match, err := m.matchConditions(ctx, r.seq)
 		if err != nil {
 			return Hit{}, false, err
 		}
-		if match {
-			return Hit{SpanRef: r.ref}, true, nil
+		if !match {
+			continue
 		}
+		if q.Accept != nil {
+			asked = &r.ref
+			ok, err := q.Accept(r.ref)
+			if err != nil {
+				return Hit{}, false, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		return Hit{SpanRef: r.ref}, true, nil
 	}
 	return Hit{}, false, nil
 }

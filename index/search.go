@@ -18,11 +18,19 @@ import (
 type Query struct {
 	SinceNS, UntilNS int64 // StartNS in [SinceNS, UntilNS); 0 = unbounded
 	MinDurationNS    int64
+	MaxDurationNS    int64 // DurationNS ≤ MaxDurationNS; 0 = unbounded
 	ErrorsOnly       bool
 	Attrs            []KV     // every one must be among the entry's Attrs
 	TextAny          []uint64 // at least one must be in the entry's text set: its Texts plus its attribute values; empty = no text filter
 	TextFilterAll    bool     // the caller's text filter matched no string: no hits
 	After            *Cursor  // resume strictly after this position
+	// Accept, when set, decides what the index cannot: it is asked about
+	// each entry that passes every other condition, once per span and
+	// start (about the entry Search would return: the lowest matching
+	// chunk), in search order; false leaves the span out as if it did not
+	// match, an error ends the Search or FirstHit with that error. Search
+	// and Matcher call it on their caller's goroutine.
+	Accept func(SpanRef) (bool, error)
 }
 
 // Cursor is a position in search order (StartNS desc, TraceID desc,
@@ -106,6 +114,7 @@ type searcher struct {
 	traces  map[[16]byte][]traceRec // decoded traces, sorted by seq
 	textSet map[uint64]struct{}     // TextAny, for the open block's rows
 	minCls  uint8
+	maxCls  uint8 // entries of a higher duration class are longer than MaxDurationNS
 }
 
 type cand struct {
@@ -136,6 +145,7 @@ func (s *searcher) run(ctx context.Context, fn func(Hit) bool) error {
 		}
 	}
 	s.minCls = durClass(s.q.MinDurationNS)
+	s.maxCls = durClass(s.q.MaxDurationNS)
 	it := &blockIter{v: s.v}
 	blk, sum, ok := s.nextEligible(it)
 	for ok {
@@ -320,6 +330,9 @@ func (s *searcher) scanBlock(blk uint64, sum blockSummary) error {
 			return
 		}
 		if s.q.MinDurationNS > 0 && flags&^colError < s.minCls {
+			return
+		}
+		if s.q.MaxDurationNS > 0 && flags&^colError > s.maxCls {
 			return
 		}
 		heap.Push(&s.heap, cand{start: start, seq: base + uint64(off)})
@@ -524,7 +537,7 @@ func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit) bool) (bo
 			if r.ref.StartNS != start {
 				return false, corruptf("entry %d: time column says start %d, trace record %d", c.seq, start, r.ref.StartNS)
 			}
-			if r.ref.DurationNS < s.q.MinDurationNS {
+			if r.ref.DurationNS < s.q.MinDurationNS || s.q.MaxDurationNS > 0 && r.ref.DurationNS > s.q.MaxDurationNS {
 				continue
 			}
 			if a := s.q.After; a != nil && start == a.StartNS && !keyLess(r.ref.TraceID, r.ref.SpanID, a.TraceID, a.SpanID) {
@@ -536,6 +549,15 @@ func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit) bool) (bo
 		for i, r := range group {
 			if i > 0 && group[i-1].ref.TraceID == r.ref.TraceID && group[i-1].ref.SpanID == r.ref.SpanID {
 				continue
+			}
+			if s.q.Accept != nil {
+				ok, err := s.q.Accept(r.ref)
+				if err != nil {
+					return false, err
+				}
+				if !ok {
+					continue
+				}
 			}
 			if !fn(Hit{SpanRef: r.ref}) {
 				return false, nil

@@ -24,6 +24,7 @@ func FuzzParseSearch(f *testing.F) {
 		"since=9999-99-99", "%zz", "attr=%00:%ff",
 		"attr=service.name=checkout&attr=http.url:http://x:80/?a=b", "since=7d&until=1d12h", "since=2013-05-07&until=2013-05-07 10:11",
 		"since=99999999999999d", "since=1.5d", "until=2026-11-20T09:14:03.127+01:00", "attr==v", "attr=k=",
+		"operation=GET%20/checkout&min_duration=1ms&max_duration=2s", "max_duration=0", "operation=&max_duration=1",
 	} {
 		f.Add(q)
 	}

@@ -531,6 +531,24 @@ type SearchResponse struct {
 	Cursor  string            `json:"cursor,omitempty"`
 	// Warnings name the damaged chunks whose spans the page leaves out.
 	Warnings []storedir.Warning `json:"warnings,omitempty"`
+	// Traces, in trace mode, describes the trace of each result:
+	// Traces[i] is Results[i]'s trace. Each result stays a span as the
+	// other endpoints write it.
+	Traces []SearchTrace `json:"traces,omitempty"`
+}
+
+// SearchTrace is a whole trace of a trace-mode search result, from the
+// index (one lookup per store) and one read of its root span.
+type SearchTrace struct {
+	TraceID    string `json:"trace_id"`
+	Spans      int    `json:"spans"`       // distinct spans stored
+	StartNS    int64  `json:"start_ns"`    // its first span's start
+	DurationNS int64  `json:"duration_ns"` // to its last span's end
+	// Root is the root span (the earliest without a parent) as a search
+	// result is written: without child spans, its record tree cut to the
+	// root record's own fields; absent when every stored span has a
+	// parent or the root's chunk is damaged (then named in warnings).
+	Root json.RawMessage `json:"root,omitempty"`
 }
 
 // ParseSearch turns query parameters into a storedir.Query.
@@ -538,7 +556,7 @@ func ParseSearch(v map[string][]string) (storedir.Query, error) {
 	var q storedir.Query
 	for key, vals := range v {
 		switch key {
-		case "attr", "text", "min_duration", "errors", "since", "until", "limit", "cursor", "spans":
+		case "attr", "text", "operation", "min_duration", "max_duration", "errors", "since", "until", "limit", "cursor", "spans":
 		default:
 			return q, badRequest("unknown search parameter %q", key)
 		}
@@ -565,6 +583,23 @@ func ParseSearch(v map[string][]string) (storedir.Query, error) {
 		if q.MinDurationNS, err = ParseDurationNS(s); err != nil {
 			return q, badRequest("min_duration: %v", err)
 		}
+	}
+	if s := get("max_duration"); s != "" {
+		if q.MaxDurationNS, err = ParseDurationNS(s); err != nil {
+			return q, badRequest("max_duration: %v", err)
+		}
+		if q.MaxDurationNS == 0 {
+			return q, badRequest("max_duration=%q: want a duration above 0", s)
+		}
+		if q.MaxDurationNS < q.MinDurationNS {
+			return q, badRequest("max_duration=%q is below min_duration=%q", s, get("min_duration"))
+		}
+	}
+	if v, ok := v["operation"]; ok {
+		if v[0] == "" {
+			return q, badRequest("operation=: want an operation name (a root record's method)")
+		}
+		q.Operation = v[0]
 	}
 	if s := get("errors"); s != "" {
 		if q.ErrorsOnly, err = strconv.ParseBool(s); err != nil {
@@ -672,6 +707,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	if max := s.limits.Load().MaxSearchLimit; max > 0 && q.Limit > max {
 		return badRequest("limit=%d exceeds max_search_limit (%d)", q.Limit, max)
 	}
+	q.TraceHeads = !q.Spans
 	res, err := s.db.Search(r.Context(), q)
 	if err != nil {
 		return err
@@ -683,6 +719,18 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		out.Results = append(out.Results, b)
+	}
+	if res.Traces != nil {
+		out.Traces = make([]SearchTrace, len(res.Traces))
+		for i, ti := range res.Traces {
+			st := SearchTrace{TraceID: res.Spans[i].TraceID.String(), Spans: ti.Spans, StartNS: ti.StartNS, DurationNS: ti.EndNS - ti.StartNS}
+			if ti.Root != nil {
+				if st.Root, err = trace.MarshalSummaryJSON(ti.Root); err != nil {
+					return err
+				}
+			}
+			out.Traces[i] = st
+		}
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -191,6 +191,7 @@ func (db *DB) readSpanAs(s *Store, loc index.Location, decode func(*trace.ChunkV
 type Query struct {
 	SinceNS, UntilNS int64 // start time range [since, until)
 	MinDurationNS    int64
+	MaxDurationNS    int64 // 0 = unbounded
 	ErrorsOnly       bool
 	Attrs            []trace.Attr // AND of exact matches (value compared as text)
 	Text             string       // case-insensitive substring of any string in the span
@@ -198,9 +199,21 @@ type Query struct {
 	// strings (its type, attribute keys and values, record methods,
 	// exception classes and messages); it cannot be combined with Text.
 	TextExact string
+	// Operation, when set, requires the span's operation (OperationOf: its
+	// root record's method) to be exactly this string. The index narrows
+	// the search to spans holding the string (unless Text or TextExact
+	// already fill the index's text condition), and each candidate the
+	// search walks is confirmed on its summary (one span read, through the
+	// chunk cache), so pages and cursors stay exact.
+	Operation string
 	Spans     bool // one result per span instead of per trace
-	Limit     int
-	Cursor    string
+	// TraceHeads, in trace mode, fills Result.Traces: per result trace
+	// its span count, time range and root span, from the index records of
+	// the page's traces (one index lookup per trace and store) and one
+	// summary read per trace.
+	TraceHeads bool
+	Limit      int
+	Cursor     string
 }
 
 // Result is one page of search results, newest first.
@@ -210,6 +223,30 @@ type Result struct {
 	Cursor string
 	// Warnings name the damaged chunks whose spans the page left out.
 	Warnings []Warning
+	// Traces, for a trace-mode Query with TraceHeads, describes the trace
+	// of each result: Traces[i] is Spans[i]'s trace.
+	Traces []TraceInfo
+}
+
+// TraceInfo summarizes a whole trace (see TraceHead).
+type TraceInfo struct {
+	// Root is the trace's root span as a summary (its root record's own
+	// fields, no record tree): the earliest stored span without a parent;
+	// nil when every stored span has a parent.
+	Root           *trace.Span
+	StartNS, EndNS int64 // the time range over all its spans
+	Spans          int   // distinct spans stored
+}
+
+// OperationOf is the span's operation: its root record's method (the OTLP
+// span name); a span without a root record is named after its type. It is
+// what Query.Operation matches and what the Jaeger and Tempo APIs call the
+// operation (queryapi.OperationOf).
+func OperationOf(sp *trace.Span) string {
+	if sp.Root != nil {
+		return sp.Root.Method
+	}
+	return sp.Type
 }
 
 // MaxSearchLimit bounds Query.Limit.
@@ -250,6 +287,9 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	}
 	if q.Limit > MaxSearchLimit {
 		return nil, fmt.Errorf("%w: limit %d exceeds %d", ErrInvalid, q.Limit, MaxSearchLimit)
+	}
+	if q.MaxDurationNS < 0 || q.MinDurationNS < 0 {
+		return nil, fmt.Errorf("%w: negative duration bound", ErrInvalid)
 	}
 	var after *index.Cursor
 	if q.Cursor != "" {
@@ -396,6 +436,24 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	if more {
 		res.Cursor = encodeCursor(index.Cursor{StartNS: last.ref.StartNS, TraceID: last.ref.TraceID, SpanID: last.ref.SpanID})
 	}
+	if q.TraceHeads && !q.Spans {
+		res.Traces = make([]TraceInfo, len(res.Spans))
+		for i, sp := range res.Spans {
+			ti, rootRef, err := db.traceHead(ctx, stores, sp.TraceID)
+			if err != nil {
+				return nil, err
+			}
+			if rootRef != nil {
+				// The root span leaves the answer without its name
+				// when its chunk is damaged.
+				ti.Root, err = db.readSummary(rootRef.store, rootRef.ref.Loc)
+				if err != nil && !warns.add(err) {
+					return nil, err
+				}
+			}
+			res.Traces[i] = ti
+		}
+	}
 	res.Warnings = warns.list
 	return res, nil
 }
@@ -475,7 +533,26 @@ func (p *tracePager) close() {
 // match (an attribute or text it has never seen).
 func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cursor) (index.Query, bool, error) {
 	iq := index.Query{SinceNS: q.SinceNS, UntilNS: q.UntilNS, MinDurationNS: q.MinDurationNS,
-		ErrorsOnly: q.ErrorsOnly, After: after}
+		MaxDurationNS: q.MaxDurationNS, ErrorsOnly: q.ErrorsOnly, After: after}
+	if q.Operation != "" {
+		op := q.Operation
+		iq.Accept = func(ref index.SpanRef) (bool, error) {
+			if ref.ChunkNum > 1 {
+				return false, nil // the root record is in the span's first chunk
+			}
+			sp, err := db.readSummary(s, ref.Loc)
+			if errors.As(err, new(*CorruptChunkError)) {
+				return true, nil // the page's walk skips it and names the damaged chunk
+			}
+			if err != nil {
+				return false, err
+			}
+			return OperationOf(sp) == op, nil
+		}
+		if q.Text == "" && q.TextExact == "" {
+			q.TextExact = op // spans holding the string: a superset
+		}
+	}
 	for _, a := range q.Attrs {
 		k, ok, err := s.text.Lookup(a.Key)
 		if err != nil || !ok {
@@ -631,39 +708,51 @@ func decodeCursor(s string) (index.Cursor, error) {
 func (db *DB) TraceHead(ctx context.Context, id trace.TraceID) (root *trace.Span, startNS, endNS int64, spans int, err error) {
 	stores, release := db.snapshot()
 	defer release()
+	ti, rootRef, err := db.traceHead(ctx, stores, id)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	if rootRef != nil {
+		if ti.Root, err = db.readSummary(rootRef.store, rootRef.ref.Loc); err != nil {
+			return nil, 0, 0, 0, err
+		}
+	}
+	return ti.Root, ti.StartNS, ti.EndNS, ti.Spans, nil
+}
+
+// traceHead is TraceHead over a snapshot's stores from the index alone:
+// it fills all of TraceInfo but Root and returns where the root span is
+// (nil when every span has a parent).
+func (db *DB) traceHead(ctx context.Context, stores []*Store, id trace.TraceID) (TraceInfo, *hit, error) {
+	var ti TraceInfo
 	var rootRef *hit
 	seen := map[uint64]bool{}
 	for _, s := range stores {
 		refs, err := s.meta.TraceSpans(id)
 		if err != nil {
-			return nil, 0, 0, 0, fmt.Errorf("store %s: trace %s: %w", StoreName(s.id), id, err)
+			return ti, nil, fmt.Errorf("store %s: trace %s: %w", StoreName(s.id), id, err)
 		}
 		for _, r := range refs {
 			if !seen[r.SpanID] {
 				seen[r.SpanID] = true
-				spans++
+				ti.Spans++
 			}
-			if spans == 1 || r.StartNS < startNS {
-				startNS = r.StartNS
+			if ti.Spans == 1 || r.StartNS < ti.StartNS {
+				ti.StartNS = r.StartNS
 			}
-			if e := r.StartNS + r.DurationNS; spans == 1 || e > endNS {
-				endNS = e
+			if e := r.StartNS + r.DurationNS; ti.Spans == 1 || e > ti.EndNS {
+				ti.EndNS = e
 			}
 			if r.ParentID == 0 && r.ChunkNum <= 1 && (rootRef == nil || r.StartNS < rootRef.ref.StartNS) {
 				rootRef = &hit{store: s, ref: r}
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, 0, 0, 0, err
+			return ti, nil, err
 		}
 	}
-	if spans == 0 {
-		return nil, 0, 0, 0, fmt.Errorf("trace %s: %w", id, ErrNotFound)
+	if ti.Spans == 0 {
+		return ti, nil, fmt.Errorf("trace %s: %w", id, ErrNotFound)
 	}
-	if rootRef != nil {
-		if root, err = db.readSummary(rootRef.store, rootRef.ref.Loc); err != nil {
-			return nil, 0, 0, 0, err
-		}
-	}
-	return root, startNS, endNS, spans, nil
+	return ti, rootRef, nil
 }

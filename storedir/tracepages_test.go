@@ -216,13 +216,24 @@ func TestTraceModePaging(t *testing.T) {
 		{"attribute and min duration", workload.Filter{Attrs: []trace.Attr{{Key: "tier", Value: trace.String("silver")}},
 			MinDurationNS: 10 * int64(time.Millisecond)}},
 		{"no match", workload.Filter{Attrs: []trace.Attr{{Key: "tier", Value: trace.String("platinum")}}}},
+		{"max duration", workload.Filter{MaxDurationNS: 12 * int64(time.Millisecond)}},
+		{"duration range and attribute", workload.Filter{Attrs: []trace.Attr{gold},
+			MinDurationNS: 10 * int64(time.Millisecond), MaxDurationNS: 35 * int64(time.Millisecond)}},
+		{"operation", workload.Filter{Operation: "Needle.find"}},
+		// Span type "http" is a string of every span but no span's operation.
+		{"operation held by every span but no root", workload.Filter{Operation: "http"}},
+		{"operation, case differs", workload.Filter{Operation: "needle.find"}},
+		{"operation and text", workload.Filter{Operation: "Needle.find", Text: "us"}},
+		{"operation, attribute and max duration", workload.Filter{Operation: "Dao.query", Attrs: []trace.Attr{gold},
+			MaxDurationNS: 25 * int64(time.Millisecond)}},
 	}
 	for _, c := range cases {
 		want := expectedTracePages(all, c.f)
 		for _, limit := range []int{1, 2, 3, 7} {
 			t.Run(fmt.Sprintf("%s/limit=%d", c.name, limit), func(t *testing.T) {
 				q := Query{SinceNS: c.f.SinceNS, UntilNS: c.f.UntilNS, MinDurationNS: c.f.MinDurationNS,
-					ErrorsOnly: c.f.ErrorsOnly, Attrs: c.f.Attrs, Text: c.f.Text, Limit: limit}
+					MaxDurationNS: c.f.MaxDurationNS, ErrorsOnly: c.f.ErrorsOnly, Attrs: c.f.Attrs, Text: c.f.Text,
+					Operation: c.f.Operation, Limit: limit}
 				got := tracePages(t, db, q)
 				if d := diffTracePages(got, want); d != "" {
 					t.Fatal(d)
@@ -233,6 +244,90 @@ func TestTraceModePaging(t *testing.T) {
 					t.Fatalf("span mode: %d spans, want %d", n, wn)
 				}
 			})
+		}
+	}
+}
+
+// TestTraceHeads checks the trace summaries a trace-mode page carries
+// (Query.TraceHeads) against the data: each result's trace has its
+// distinct spans counted over every store and its root span (the span
+// without a parent) named, whichever span matched; span mode and a query
+// without TraceHeads carry none.
+func TestTraceHeads(t *testing.T) {
+	data := handPagedSpans()
+	data = append(data, randomPagedSpans(11, 40)...)
+	db := openTestDB(t, t.TempDir(), testOptions())
+	defer db.Close()
+	type want struct {
+		spans      int
+		root       string
+		start, end int64
+	}
+	wants := map[trace.TraceID]*want{}
+	for phase := 0; phase < pagingPhases; phase++ {
+		if phase > 0 {
+			if err := db.Rotate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var batch []*trace.Span
+		for _, d := range data {
+			if d.phase != phase {
+				continue
+			}
+			batch = append(batch, d.sp)
+			w := wants[d.sp.TraceID]
+			if w == nil {
+				w = &want{start: d.sp.StartNS, end: d.sp.StartNS + d.sp.DurationNS}
+				wants[d.sp.TraceID] = w
+			}
+			w.spans++
+			w.start = min(w.start, d.sp.StartNS)
+			w.end = max(w.end, d.sp.StartNS+d.sp.DurationNS)
+			if d.sp.ParentID == 0 {
+				w.root = d.sp.Root.Method
+			}
+		}
+		appendAll(t, db, batch, 25)
+	}
+	q := Query{Limit: 7, TraceHeads: true, Attrs: []trace.Attr{{Key: "tier", Value: trace.String("gold")}}}
+	listed, multi := 0, 0
+	for {
+		res, err := db.Search(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Traces) != len(res.Spans) {
+			t.Fatalf("%d trace summaries for %d results", len(res.Traces), len(res.Spans))
+		}
+		for i, sp := range res.Spans {
+			got, w := res.Traces[i], wants[sp.TraceID]
+			if got.Spans != w.spans || got.StartNS != w.start || got.EndNS != w.end {
+				t.Fatalf("trace %s: %d spans over [%d, %d], want %d over [%d, %d]", sp.TraceID, got.Spans, got.StartNS, got.EndNS, w.spans, w.start, w.end)
+			}
+			if got.Root == nil || got.Root.ParentID != 0 || got.Root.TraceID != sp.TraceID || OperationOf(got.Root) != w.root {
+				t.Fatalf("trace %s: root %+v, want a root named %q", sp.TraceID, got.Root, w.root)
+			}
+			if got.Spans > 1 {
+				multi++
+			}
+			listed++
+		}
+		if res.Cursor == "" {
+			break
+		}
+		q.Cursor = res.Cursor
+	}
+	if listed < 30 || multi < 20 {
+		t.Fatalf("%d traces listed, %d with several spans: the test data changed", listed, multi)
+	}
+	for _, q := range []Query{{Limit: 5, Spans: true, TraceHeads: true}, {Limit: 5}} {
+		res, err := db.Search(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Traces != nil {
+			t.Fatalf("query %+v: trace summaries, want none", q)
 		}
 	}
 }

@@ -335,6 +335,7 @@ func newSearchCmd(a *app) *cobra.Command {
 	var (
 		attrs             []string
 		text, minDur      string
+		maxDur, operation string
 		since, until      string
 		cursor            string
 		errorsOnly, spans bool
@@ -350,7 +351,7 @@ format and file) and its root record's method or operation. When there are more 
 the last line (on stderr) is the flag that fetches the next page: more: --cursor ...`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := client.Query{Text: text, Errors: errorsOnly, Spans: spans, Limit: limit}
+			q := client.Query{Text: text, Operation: operation, Errors: errorsOnly, Spans: spans, Limit: limit}
 			for _, kv := range attrs {
 				attr, err := parseAttrFlag(kv)
 				if err != nil {
@@ -364,6 +365,16 @@ the last line (on stderr) is the flag that fetches the next page: more: --cursor
 					return usageErr("--min-duration: %v", err)
 				}
 				q.MinDuration = time.Duration(ns)
+			}
+			if maxDur != "" {
+				ns, err := server.ParseDurationNS(maxDur)
+				if err != nil {
+					return usageErr("--max-duration: %v", err)
+				}
+				if ns == 0 || ns < int64(q.MinDuration) {
+					return usageErr("--max-duration %s: want a duration above 0 and not below --min-duration", maxDur)
+				}
+				q.MaxDuration = time.Duration(ns)
 			}
 			for _, t := range []struct {
 				flag string
@@ -414,6 +425,8 @@ the last line (on stderr) is the flag that fetches the next page: more: --cursor
 	f.StringArrayVar(&attrs, "attr", nil, "attribute key=value (or key:value) to match (repeatable; all must match)")
 	f.StringVar(&text, "text", "", "case-insensitive substring of a method, attribute or exception")
 	f.StringVar(&minDur, "min-duration", "", "minimum duration, e.g. 5ms")
+	f.StringVar(&maxDur, "max-duration", "", "maximum duration (inclusive), e.g. 2s")
+	f.StringVar(&operation, "operation", "", "exact operation: a span's root record method (its OTLP span name)")
 	f.BoolVar(&errorsOnly, "errors", false, "only spans with errors")
 	f.StringVar(&since, "since", "", "start time from: "+whenHelp)
 	f.StringVar(&until, "until", "", "start time before: "+whenHelp)

@@ -128,6 +128,37 @@ func TestSearchTable(t *testing.T) {
 	}
 }
 
+// TestSearchOperationAndMaxDuration: --operation matches the root record
+// method exactly, --max-duration bounds the duration (inclusive) on the
+// daemon, so the rows and the cursor agree.
+func TestSearchOperationAndMaxDuration(t *testing.T) {
+	d := withExamples(t)
+	out, _ := d.mustCtl(t, nil, "search", "--spans", "--operation", "POST /charge")
+	if strings.Count(strings.TrimSpace(out), "\n") != 1 || !strings.Contains(out, "53995c3f42cd8ad8") {
+		t.Errorf("--operation 'POST /charge': want only span 53995c3f42cd8ad8:\n%s", out)
+	}
+	if code, _, _ := d.ctl(t, nil, "search", "--operation", "post /charge"); code != exitNotFound {
+		t.Errorf("--operation in another case: exit %d, want %d (no results)", code, exitNotFound)
+	}
+	out, errOut := d.mustCtl(t, nil, "search", "--spans", "--max-duration", "48.21ms", "--limit", "2")
+	if !strings.Contains(out, "051581bf3cb55c13") || !strings.Contains(out, "53995c3f42cd8ad8") || strings.Contains(out, "b7ad6b7169203331") {
+		t.Errorf("--max-duration 48.21ms, page 1:\n%s", out)
+	}
+	m := regexp.MustCompile(`(?m)^more: --cursor (\S+)$`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("--max-duration: no cursor to the third span: %q", errOut)
+	}
+	out, errOut = d.mustCtl(t, nil, "search", "--spans", "--max-duration", "48.21ms", "--limit", "2", "--cursor", m[1])
+	if !strings.Contains(out, "00f067aa0ba902b7") || strings.Contains(out, "b7ad6b7169203331") || strings.Contains(errOut, "more:") {
+		t.Errorf("--max-duration 48.21ms, page 2 (the last):\n%s%s", out, errOut)
+	}
+	for _, args := range [][]string{{"--max-duration", "0"}, {"--max-duration", "soon"}, {"--min-duration", "2ms", "--max-duration", "1ms"}} {
+		if code, _, _ := d.ctl(t, nil, append([]string{"search"}, args...)...); code != exitUsage {
+			t.Errorf("search %v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
 // TestGetTreeCutDown (point 12): self time per record, --depth and
 // --min-duration, with what is hidden counted.
 func TestGetTreeCutDown(t *testing.T) {

@@ -74,9 +74,11 @@ func Spans(seed uint64, n int) []*trace.Span {
 type Filter struct {
 	SinceNS, UntilNS int64
 	MinDurationNS    int64
+	MaxDurationNS    int64 // 0 = unbounded
 	ErrorsOnly       bool
 	Attrs            []trace.Attr
 	Text             string
+	Operation        string // the root record's method (the type without one), exactly
 }
 
 // Match reports whether sp satisfies f, by definition.
@@ -84,7 +86,10 @@ func Match(sp *trace.Span, f Filter) bool {
 	if f.SinceNS != 0 && sp.StartNS < f.SinceNS || f.UntilNS != 0 && sp.StartNS >= f.UntilNS {
 		return false
 	}
-	if sp.DurationNS < f.MinDurationNS {
+	if sp.DurationNS < f.MinDurationNS || f.MaxDurationNS > 0 && sp.DurationNS > f.MaxDurationNS {
+		return false
+	}
+	if f.Operation != "" && (sp.Root == nil && sp.Type != f.Operation || sp.Root != nil && sp.Root.Method != f.Operation) {
 		return false
 	}
 	if f.ErrorsOnly && !sp.Error {
