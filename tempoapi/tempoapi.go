@@ -2,6 +2,7 @@ package tempoapi
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -422,38 +423,12 @@ func parseLogfmt(s string) ([][2]string, error) {
 	return out, nil
 }
 
-type attrJSON struct {
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
-}
-
-type spanJSON struct {
-	SpanID            string     `json:"spanID"`
-	Name              string     `json:"name"`
-	StartTimeUnixNano string     `json:"startTimeUnixNano"`
-	DurationNanos     string     `json:"durationNanos"`
-	Attributes        []attrJSON `json:"attributes,omitempty"`
-}
-
-type spanSetJSON struct {
-	Spans   []spanJSON `json:"spans"`
-	Matched int        `json:"matched"`
-}
-
-type traceJSON struct {
-	TraceID           string        `json:"traceID"`
-	RootServiceName   string        `json:"rootServiceName"`
-	RootTraceName     string        `json:"rootTraceName,omitempty"`
-	StartTimeUnixNano string        `json:"startTimeUnixNano"`
-	DurationMs        int64         `json:"durationMs"`
-	SpanSet           *spanSetJSON  `json:"spanSet,omitempty"`
-	SpanSets          []spanSetJSON `json:"spanSets"`
-}
-
-type searchResponse struct {
-	Traces  []traceJSON    `json:"traces"`
-	Metrics map[string]any `json:"metrics"`
-}
+// The search answer is written by hand into one buffer (Tempo's
+// SearchResponse JSON: traces with traceID, rootServiceName,
+// rootTraceName, startTimeUnixNano, durationMs, spanSet and spanSets of
+// spans with spanID, name, startTimeUnixNano, durationNanos, attributes;
+// metrics): it is the whole cost of the answer beyond the index, so no
+// per-field strings or reflection.
 
 // rootNotReceived is what Tempo names a trace whose root span it has not
 // seen.
@@ -470,11 +445,10 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	out := searchResponse{Traces: make([]traceJSON, 0, len(hits)), Metrics: map[string]any{"inspectedTraces": len(hits),
-		"completedJobs": 1, "totalJobs": 1}}
-	if truncated {
-		out.Metrics["truncated"] = true
-	}
+	b := make([]byte, 0, 512*len(hits)+128)
+	b = append(b, `{"traces":[`...)
+	var set []byte // one trace's span set, written twice (spanSet, spanSets)
+	n := 0
 	for _, h := range hits {
 		root, start, end, _, err := a.db.TraceHead(r.Context(), h.TraceID)
 		if errors.Is(err, storedir.ErrNotFound) {
@@ -484,32 +458,90 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, r, err)
 			return
 		}
-		t := traceJSON{TraceID: h.TraceID.String(), RootServiceName: rootNotReceived,
-			StartTimeUnixNano: strconv.FormatInt(start, 10), DurationMs: (end - start) / 1e6}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"traceID":"`...)
+		b = hex.AppendEncode(b, h.TraceID[:])
+		b = append(b, `","rootServiceName":`...)
 		if root != nil {
-			t.RootServiceName, t.RootTraceName = queryapi.ServiceOf(root), queryapi.OperationOf(root)
-		}
-		set := spanSetJSON{Matched: len(h.Spans)}
-		for _, sp := range h.Spans {
-			sj := spanJSON{SpanID: sp.SpanID.String(), Name: queryapi.OperationOf(sp),
-				StartTimeUnixNano: strconv.FormatInt(sp.StartNS, 10), DurationNanos: strconv.FormatInt(sp.DurationNS, 10)}
-			sj.Attributes = append(sj.Attributes, attrJSON{queryapi.AttrServiceName,
-				queryapi.AppendAnyValueJSON(nil, &trace.Value{Kind: trace.KindString, Str: queryapi.ServiceOf(sp)})})
-			for _, k := range req.keys {
-				if k == queryapi.AttrServiceName {
-					continue
-				}
-				if v, ok := sp.Attrs.Get(k); ok {
-					sj.Attributes = append(sj.Attributes, attrJSON{k, queryapi.AppendAnyValueJSON(nil, &v)})
-				}
+			b = queryapi.AppendJSONString(b, queryapi.ServiceOf(root))
+			if name := queryapi.OperationOf(root); name != "" {
+				b = append(b, `,"rootTraceName":`...)
+				b = queryapi.AppendJSONString(b, name)
 			}
-			set.Spans = append(set.Spans, sj)
+		} else {
+			b = queryapi.AppendJSONString(b, rootNotReceived)
 		}
-		t.SpanSets = []spanSetJSON{set}
-		t.SpanSet = &t.SpanSets[0]
-		out.Traces = append(out.Traces, t)
+		b = append(b, `,"startTimeUnixNano":"`...)
+		b = strconv.AppendInt(b, start, 10)
+		b = append(b, `","durationMs":`...)
+		b = strconv.AppendInt(b, (end-start)/1e6, 10)
+		set = appendSpanSet(set[:0], h.Spans, req.keys)
+		b = append(b, `,"spanSet":`...)
+		b = append(b, set...)
+		b = append(b, `,"spanSets":[`...)
+		b = append(b, set...)
+		b = append(b, "]}"...)
 	}
-	writeJSON(w, out)
+	b = append(b, `],"metrics":{"completedJobs":1,"inspectedTraces":`...)
+	b = strconv.AppendInt(b, int64(len(hits)), 10)
+	b = append(b, `,"totalJobs":1`...)
+	if truncated {
+		b = append(b, `,"truncated":true`...)
+	}
+	b = append(b, "}}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+// appendSpanID appends id as trace.SpanID.String writes it.
+func appendSpanID(b []byte, id trace.SpanID) []byte {
+	if id == 0 {
+		return b
+	}
+	var raw [8]byte
+	binary.BigEndian.PutUint64(raw[:], uint64(id))
+	return hex.AppendEncode(b, raw[:])
+}
+
+// appendSpanSet appends a span set: the matching spans with their service
+// and the attributes the query names (keys).
+func appendSpanSet(b []byte, spans []*trace.Span, keys []string) []byte {
+	b = append(b, `{"spans":[`...)
+	for i, sp := range spans {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"spanID":"`...)
+		b = appendSpanID(b, sp.SpanID)
+		b = append(b, `","name":`...)
+		b = queryapi.AppendJSONString(b, queryapi.OperationOf(sp))
+		b = append(b, `,"startTimeUnixNano":"`...)
+		b = strconv.AppendInt(b, sp.StartNS, 10)
+		b = append(b, `","durationNanos":"`...)
+		b = strconv.AppendInt(b, sp.DurationNS, 10)
+		b = append(b, `","attributes":[{"key":"`+queryapi.AttrServiceName+`","value":{"stringValue":`...)
+		b = queryapi.AppendJSONString(b, queryapi.ServiceOf(sp))
+		b = append(b, "}}"...)
+		for _, k := range keys {
+			if k == queryapi.AttrServiceName {
+				continue
+			}
+			if v, ok := sp.Attrs.Get(k); ok {
+				b = append(b, `,{"key":`...)
+				b = queryapi.AppendJSONString(b, k)
+				b = append(b, `,"value":`...)
+				b = queryapi.AppendAnyValueJSON(b, &v)
+				b = append(b, '}')
+			}
+		}
+		b = append(b, "]}"...)
+	}
+	b = append(b, `],"matched":`...)
+	b = strconv.AppendInt(b, int64(len(spans)), 10)
+	return append(b, '}')
 }
 
 // MaxTagSpans bounds the newest spans a span-name listing reads: no index
