@@ -160,3 +160,56 @@ func FindTraces(ctx context.Context, db *storedir.DB, s Search) (hits []*TraceHi
 	}
 	return hits, truncated, nil
 }
+
+// FindSpans returns the newest spans (heads, as FindTraces reads them)
+// matching s, at most max of them, walking at most MaxFilterPages pages of
+// FilterPageSize per conjunct and service alternative (s.Limit and
+// s.PerTrace are not used). truncated reports that the page bound stopped
+// a walk before it found max spans. A span matching several conjuncts is
+// listed once.
+func FindSpans(ctx context.Context, db *storedir.DB, s Search, max int) (spans []*trace.Span, truncated bool, err error) {
+	any := s.Any
+	if len(any) == 0 {
+		any = []Conjunct{{}}
+	}
+	type key struct {
+		t trace.TraceID
+		s trace.SpanID
+	}
+	seen := map[key]bool{}
+	for _, c := range any {
+		alts := [][]trace.Attr{nil}
+		if c.Service != "" {
+			alts = ServiceTerms(c.Service)
+		}
+		for _, alt := range alts {
+			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS,
+				ErrorsOnly: c.ErrorsOnly, TextExact: c.Operation, Spans: true, Limit: min(max, FilterPageSize)}
+			q.Attrs = append(append(q.Attrs, alt...), c.Attrs...)
+			for pages := 1; ; pages++ {
+				res, err := db.Search(ctx, q)
+				if err != nil {
+					return nil, false, fmt.Errorf("search: %w", err)
+				}
+				for _, sp := range res.Spans {
+					if c.Operation != "" && OperationOf(sp) != c.Operation || c.Check != nil && !c.Check(sp) {
+						continue
+					}
+					if k := (key{sp.TraceID, sp.SpanID}); !seen[k] && len(spans) < max {
+						seen[k] = true
+						spans = append(spans, sp)
+					}
+				}
+				if res.Cursor == "" || len(spans) >= max {
+					break
+				}
+				if pages >= MaxFilterPages {
+					truncated = true
+					break
+				}
+				q.Cursor = res.Cursor
+			}
+		}
+	}
+	return spans, truncated, nil
+}

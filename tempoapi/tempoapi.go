@@ -646,7 +646,10 @@ type tagValue struct {
 
 // tagValues lists the values of a tag: "resource.service.name" (or
 // "service.name") the services, the intrinsics their fixed values (name:
-// the operations seen), any other key its indexed values.
+// the operations seen), any other key its indexed values. A q that scopes
+// the listing (valueScope) narrows name, service and attribute values to
+// those of the spans matching it (scopedValues); status and kind stay
+// their fixed keywords.
 func (a *API) tagValues(r *http.Request, tag string) ([]tagValue, error) {
 	key := tag
 	for _, p := range []string{"resource.", "span.", "."} {
@@ -669,7 +672,11 @@ func (a *API) tagValues(r *http.Request, tag string) ([]tagValue, error) {
 		return typed("keyword", []string{"unspecified", "internal", "server", "client", "producer", "consumer"}), nil
 	case "duration":
 		return []tagValue{}, nil
-	case "name":
+	}
+	if conj, ok := valueScope(r.URL.Query().Get("q")); ok {
+		return a.scopedValues(r, tag, key, conj)
+	}
+	if tag == "name" {
 		ops, err := a.names(r)
 		return typed("string", ops), err
 	}
@@ -683,15 +690,77 @@ func (a *API) tagValues(r *http.Request, tag string) ([]tagValue, error) {
 	}
 	out := make([]tagValue, len(vals))
 	for i, v := range vals {
-		typ := "string"
-		if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-			typ = "int"
-		} else if v == "true" || v == "false" {
-			typ = "bool"
-		}
-		out[i] = tagValue{typ, v}
+		out[i] = typedValue(v)
 	}
 	return out, nil
+}
+
+// valueScope reads a tag-value listing's q (the query being edited, which
+// Grafana sends to scope the values): conjuncts when it is a TraceQL query
+// of the subset with at least one condition; else (empty, "{}", or outside
+// the subset, as an unfinished query often is) the listing is not scoped.
+func valueScope(q string) ([]queryapi.Conjunct, bool) {
+	if q == "" {
+		return nil, false
+	}
+	conj, _, err := Translate(q)
+	if err != nil || len(conj) == 0 {
+		return nil, false
+	}
+	for _, c := range conj {
+		if c.Service == "" && len(c.Attrs) == 0 && c.Operation == "" && c.MinDurationNS == 0 && !c.ErrorsOnly && c.Check == nil {
+			return nil, false // an alternative without conditions: every span
+		}
+	}
+	return conj, true
+}
+
+// scopedValues lists the values tag takes on the newest MaxTagSpans spans
+// matching conj (read as a search reads them, see queryapi.FindSpans), at
+// most MaxTagValues, sorted.
+func (a *API) scopedValues(r *http.Request, tag, key string, conj []queryapi.Conjunct) ([]tagValue, error) {
+	spans, _, err := queryapi.FindSpans(r.Context(), a.db, queryapi.Search{Any: conj}, MaxTagSpans)
+	if err != nil {
+		return nil, err
+	}
+	vals := map[tagValue]bool{}
+	for _, sp := range spans {
+		switch {
+		case tag == "name":
+			vals[tagValue{"string", queryapi.OperationOf(sp)}] = true
+		case key == queryapi.AttrServiceName:
+			vals[tagValue{"string", queryapi.ServiceOf(sp)}] = true
+		default:
+			v, ok := sp.Attrs.Get(key)
+			if !ok && sp.Root != nil {
+				v, ok = sp.Root.Attrs.Get(key)
+			}
+			if ok {
+				vals[typedValue(v.Text())] = true
+			}
+		}
+		if len(vals) >= MaxTagValues {
+			break
+		}
+	}
+	out := make([]tagValue, 0, len(vals))
+	for v := range vals {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Value < out[j].Value })
+	return out, nil
+}
+
+// typedValue types an indexed value's text as Tempo does: int, bool or
+// string.
+func typedValue(v string) tagValue {
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return tagValue{"int", v}
+	}
+	if v == "true" || v == "false" {
+		return tagValue{"bool", v}
+	}
+	return tagValue{"string", v}
 }
 
 // names lists the span names of the newest MaxTagSpans spans.

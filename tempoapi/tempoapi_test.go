@@ -307,3 +307,46 @@ func FuzzSearchParams(f *testing.F) {
 		}
 	})
 }
+
+// TestTagValuesScopedByQ: Grafana sends the query being edited as q; a q
+// of the subset narrows the values to those of the spans matching it, one
+// outside it (or "{}") lists every value.
+func TestTagValuesScopedByQ(t *testing.T) {
+	db := querytest.OpenDB(t, querytest.LoadSpans(t), querytest.SampleSpans(t))
+	ts := newServer(t, db)
+	for _, c := range []struct{ tag, q, want string }{
+		{"span.http.method", ``, "string:GET,string:POST"},
+		{"span.http.method", `{}`, "string:GET,string:POST"},
+		{"span.http.method", `{ resource.service.name = "payments" }`, "string:POST"},
+		{"span.http.method", `{ resource.service.name = "checkout" && status = error }`, "string:GET"},
+		{"span.http.status_code", `{ resource.service.name = "payments" && span.http.method = "POST" && status = ok }`, "int:200"},
+		{"name", `{ kind = client }`, "string:charge"},
+		{"name", `{ resource.service.name = "payments" || name = "charge" }`, "string:POST /charge,string:charge"},
+		{"resource.service.name", `{ span.peer.service = "payments" }`, "string:checkout"},
+		{"resource.host.name", `{ duration < 8ms }`, "string:pay-1,string:web-1"},
+		// An unfinished query is not of the subset: the listing is not scoped.
+		{"span.http.method", `{ resource.service.name = "payments" && span.http.status_code = }`, "string:GET,string:POST"},
+		// No span matches: no value.
+		{"span.http.method", `{ resource.service.name = "nobody" }`, ""},
+		// status keeps its keywords.
+		{"status", `{ resource.service.name = "payments" }`, "keyword:error,keyword:ok,keyword:unset"},
+	} {
+		code, _, body := get(t, ts, "/api/v2/search/tag/"+c.tag+"/values?q="+url.QueryEscape(c.q), nil)
+		var vals struct {
+			TagValues []struct{ Type, Value string }
+		}
+		decode(t, body, &vals)
+		var got []string
+		for _, v := range vals.TagValues {
+			got = append(got, v.Type+":"+v.Value)
+		}
+		if code != 200 || strings.Join(got, ",") != c.want {
+			t.Errorf("%s values for q=%s: %d %v, want %s", c.tag, c.q, code, got, c.want)
+		}
+	}
+	// v1 applies q too.
+	code, _, body := get(t, ts, "/api/search/tag/http.method/values?q="+url.QueryEscape(`{ resource.service.name = "payments" }`), nil)
+	if code != 200 || string(body) != `{"tagValues":["POST"]}`+"\n" {
+		t.Errorf("v1 scoped values: %d %s", code, body)
+	}
+}
