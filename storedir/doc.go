@@ -118,8 +118,9 @@
 // Writes are refused (ENOSPC, 503 disk_full) while the file system has
 // less than a reserve free (space.go). Open on a file system with almost
 // nothing free opens read-only instead of letting Pebble fail (ReadOnly
-// says why): reads serve what the indexes hold on disk, writes fail with
-// "disk full: read-only since start". Close skips the index flush when the
+// says why): reads serve every store (one whose indexes on disk lag is
+// indexed in memory for the run), writes fail with "disk full: read-only
+// since start". Close skips the index flush when the
 // disk has no room and abandons a flush or Pebble close still running at
 // its deadline (CloseTimeout): the indexes are rebuilt from the data file
 // past their watermarks at the next start (readonly.go).

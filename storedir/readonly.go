@@ -16,11 +16,14 @@ import (
 // fails with ENOSPC is retried forever. So:
 //
 //   - Open checks the free space first. Below startMinFree the DB opens
-//     read-only: indexes in Pebble's read-only mode, no re-indexing, no
-//     sealing, no new store; reads serve what the indexes hold (the index
-//     lag of each store says what they do not), writes fail with ENOSPC
-//     ("disk full: read-only since start"), and ReadOnly says why. A
-//     restart with free space leaves the mode.
+//     read-only: nothing is written to the data directory. Indexes on disk
+//     that cover their data file open in Pebble's read-only mode; a store
+//     whose indexes lag (not flushed when the daemon stopped on the full
+//     disk) is indexed in memory from its data file for the run (memory
+//     about that of its indexes; usually only the newest store). No
+//     sealing, no new store, no tail cut; writes fail with ENOSPC ("disk
+//     full: read-only since start") and ReadOnly says why. A restart with
+//     free space leaves the mode.
 //   - Close flushes the indexes only when there is room, and gives up on a
 //     flush (and a Pebble close) still running at its deadline: the
 //     indexes run without a WAL and are rebuilt from the data file past

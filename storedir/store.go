@@ -248,16 +248,33 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 		s.props.Checksums = data.Options().Checksums
 	}
 	s.loadSuperseded()
+	if opt.readOnly {
+		// A full disk: nothing may be written. Indexes on disk that cover
+		// the data file are opened read-only; otherwise (an index the
+		// daemon had not flushed when it stopped) both are built in
+		// memory from the data file, for as long as this run lasts.
+		if err := s.openIndexesReadOnly(); err == nil && s.indexesCover(data.Size()) {
+			return s, nil
+		} else if err == nil {
+			s.meta.Close()
+			s.text.Close()
+		}
+		start := time.Now()
+		if err := s.openIndexesInMemory(); err != nil {
+			data.Close()
+			return nil, err
+		}
+		if err := s.catchUp(ctx, opt); err != nil {
+			s.close()
+			return nil, err
+		}
+		log.Warn("read-only start: the indexes on disk lag the data file; indexed it in memory for this run",
+			"data_bytes", data.Size(), "took", time.Since(start).Round(time.Millisecond))
+		return s, nil
+	}
 	if err := s.openIndexes(); err != nil {
 		data.Close()
 		return nil, err
-	}
-	if opt.readOnly {
-		if wm, err := s.meta.Watermark(); err == nil && wm < data.Size() {
-			log.Warn("read-only start: the data file past the index watermark is not searchable until ztsd restarts with free space",
-				"unindexed_bytes", data.Size()-max(wm, chunk.HeaderSize))
-		}
-		return s, nil
 	}
 	if err := s.catchUp(ctx, opt); err != nil {
 		s.close()
@@ -295,6 +312,28 @@ func (s *Store) openIndexesReadOnly() error {
 	if err != nil {
 		s.meta.Close()
 		return fmt.Errorf("store %s: text index (read-only): %w", s.dir, err)
+	}
+	return nil
+}
+
+// indexesCover reports whether both indexes cover the data file up to size.
+func (s *Store) indexesCover(size int64) bool {
+	mw, err1 := s.meta.Watermark()
+	tw, err2 := s.text.Watermark()
+	return err1 == nil && err2 == nil && max(min(mw, tw), chunk.HeaderSize) >= size
+}
+
+// openIndexesInMemory opens empty indexes held in memory only.
+func (s *Store) openIndexesInMemory() error {
+	var err error
+	s.meta, err = index.Open(filepath.Join(s.dir, metaDir), index.Options{InMemory: true})
+	if err != nil {
+		return fmt.Errorf("store %s: metadata index (in memory): %w", s.dir, err)
+	}
+	s.text, err = textindex.Open(filepath.Join(s.dir, textDir), textindex.Options{InMemory: true})
+	if err != nil {
+		s.meta.Close()
+		return fmt.Errorf("store %s: text index (in memory): %w", s.dir, err)
 	}
 	return nil
 }
@@ -385,7 +424,9 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 		}
 		s.log.Error("bad region in data file skipped (run `ztsctl verify`)", "offset", br.Offset, "length", br.Length, "reason", br.Reason.String())
 	}
-	if tail != nil {
+	if tail != nil && opt.readOnly {
+		s.log.Warn("read-only start: a torn tail of the data file is left in place (cut at the next start with free space)", "offset", tail.Offset)
+	} else if tail != nil {
 		moved, err := s.data.TruncateTail(tail.Offset, filepath.Join(s.dir, brokenFile))
 		if err != nil {
 			return fmt.Errorf("store %s: cut torn tail at %d: %w", s.dir, tail.Offset, err)

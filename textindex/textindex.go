@@ -64,6 +64,10 @@ type Options struct {
 	CacheEntries int
 	// Logf receives Pebble's informational log lines; nil discards them.
 	Logf func(format string, args ...any)
+	// InMemory builds a new index in memory only (dir names it, nothing
+	// is written there): what a read-only start on a full disk uses for a
+	// store whose index on disk lags its data file.
+	InMemory bool
 }
 
 // Index is an open text index. Its methods are safe for concurrent use by
@@ -106,7 +110,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.CacheEntries <= 0 {
 		opt.CacheEntries = 1 << 16
 	}
-	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly})
+	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory})
 	if errors.Is(err, kv.ErrNoDB) {
 		return nil, fmt.Errorf("text index %s: %w", dir, ErrNoIndex)
 	}

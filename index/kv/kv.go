@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
+	"github.com/cockroachdb/pebble/vfs"
 )
 
 // FormatMajorVersion is the Pebble format major version the index is created
@@ -282,6 +283,10 @@ type OpenOptions struct {
 	// ReadOnly opens an existing database without writing anything to
 	// dir (Pebble's read-only mode); otherwise dir is created if missing.
 	ReadOnly bool
+	// InMemory keeps the whole database in memory (a new, empty one; dir
+	// only names it): a read-only start on a full disk indexes the stores
+	// whose indexes on disk lag their data files this way.
+	InMemory bool
 }
 
 // Open opens the Pebble database of one index in dir with Options: the one
@@ -289,6 +294,17 @@ type OpenOptions struct {
 func Open(dir string, o OpenOptions) (*pebble.DB, error) {
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.InMemory {
+		cache := NewCache(o.CacheBytes)
+		defer cache.Unref()
+		po := Options(cache, o.Merger, o.Logf)
+		po.FS = vfs.NewMem()
+		db, err := pebble.Open(dir, po)
+		if err != nil {
+			return nil, fmt.Errorf("open in memory: %w", err)
+		}
+		return db, nil
 	}
 	if o.ReadOnly {
 		entries, err := os.ReadDir(dir)
