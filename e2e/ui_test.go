@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,6 +282,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("search WTF renderTick", func(t *testing.T) { b.t = t; uiSearchWTF(b) })
 	t.Run("Zorka HTTP attributes", func(t *testing.T) { b.t = t; uiZorka(b) })
 	t.Run("dial9 polls", func(t *testing.T) { b.t = t; uiDial9(b) })
+	t.Run("trace rows, operation and max duration", func(t *testing.T) { b.t = t; uiSearchFilters(b, bigID) })
 	t.Run("stores", func(t *testing.T) { b.t = t; uiStores(b) })
 	t.Run("10000 spans", func(t *testing.T) { b.t = t; uiBigTrace(b, bigID) })
 	t.Run("100000 records", func(t *testing.T) { b.t = t; uiBigRecords(b, bigRecsID) })
@@ -441,6 +443,109 @@ func uiDial9(b *browser) {
 		t.Errorf("the trace header does not name the dial9 source:\n%s", head)
 	}
 	b.screenshot("dial9-trace")
+}
+
+// uiSearchFilters: a result row is a whole trace — the 10,000-span trace
+// found through one child span is named after its root span and counts
+// its spans; the operation field matches a root method exactly (through
+// the API's operation=, not as text); the max duration field bounds the
+// search on the daemon (max_duration=), checked against the spans the
+// API lists.
+func uiSearchFilters(b *browser, bigID string) {
+	t := b.t
+	row := func() []string {
+		return evalJS[[]string](b, `[...document.querySelectorAll('.result-table tbody tr')].map(tr => tr.dataset.trace + '|' +
+			tr.querySelector('.root-name').textContent + '|' + tr.querySelector('td.spans').textContent + '|' + tr.querySelector('td.recs').textContent)`)
+	}
+	searched := func(path string) {
+		t.Helper()
+		b.open(path)
+		b.waitJS("results of "+path, `document.body.dataset.searchDone === location.search`)
+	}
+	// Span 4321 of the big trace is a leaf named handle-29.
+	searched("/search?attr=span.index:4321")
+	if got, want := row(), []string{bigID + "|handle-0|10,000|2"}; !slices.Equal(got, want) {
+		t.Errorf("attr=span.index:4321: rows %q, want %q (the trace named by its root span, all its spans counted)", got, want)
+	}
+	if th := b.text(".result-table thead"); !strings.Contains(th, "Spans") {
+		t.Errorf("the results table has no Spans column: %q", th)
+	}
+	b.screenshot("search-trace-rows")
+
+	searched("/search?op=handle-29&attr=service.name:big-service")
+	if got := row(); len(got) != 1 || !strings.HasPrefix(got[0], bigID+"|handle-0|") {
+		t.Errorf("op=handle-29: rows %q, want the big trace", got)
+	}
+	// db.query is a record method in every span of the big trace but the
+	// root method of none: as text it matches, as an operation not.
+	searched("/search?text=db.query&attr=service.name:big-service")
+	if got := row(); len(got) != 1 {
+		t.Errorf("text=db.query: rows %q, want the big trace", got)
+	}
+	for _, op := range []string{"db.query", "Handle-29", "handle-"} {
+		searched("/search?attr=service.name:big-service&op=" + op)
+		if got := row(); len(got) != 0 {
+			t.Errorf("op=%s: rows %q, want none (an operation matches a root method exactly)", op, got)
+		}
+	}
+	searched("/search?op=handle-29&text=handle-29")
+	if got := row(); len(got) != 1 {
+		t.Errorf("op and text together: rows %q, want the big trace", got)
+	}
+
+	// Max duration: the dial9 spans of at least 1 ms, from the API; a
+	// bound between their durations keeps exactly the traces with a span
+	// in the range, and nothing is hidden on the page.
+	type apiSpan struct {
+		TraceID    string `json:"trace_id"`
+		DurationNS int64  `json:"duration_ns"`
+	}
+	raw := evalJS[string](b, `fetch('/v1/search?attr=source.format:dial9&min_duration=1000000&spans=true&limit=1000').then(r => r.text())`)
+	var body struct{ Results []apiSpan }
+	if err := json.Unmarshal([]byte(raw), &body); err != nil || len(body.Results) < 2 {
+		t.Fatalf("dial9 spans of 1 ms or more: %v, %d spans: %.300s", err, len(body.Results), raw)
+	}
+	durs := make([]int64, 0, len(body.Results))
+	for _, sp := range body.Results {
+		durs = append(durs, sp.DurationNS)
+	}
+	slices.Sort(durs)
+	bound := durs[len(durs)/2-1] // below the longest ones
+	want := map[string]bool{}
+	all := map[string]bool{}
+	for _, sp := range body.Results {
+		all[sp.TraceID] = true
+		if sp.DurationNS <= bound {
+			want[sp.TraceID] = true
+		}
+	}
+	searched(fmt.Sprintf("/search?source=dial9&min=1ms&max=%d", bound))
+	got := row()
+	gotIDs := map[string]bool{}
+	for _, r := range got {
+		gotIDs[strings.SplitN(r, "|", 2)[0]] = true
+	}
+	if len(got) != len(want) || len(gotIDs) != len(want) {
+		t.Errorf("max=%d ns: rows %q, want the %d traces with a span in [1 ms, %d ns] (of %d with one of 1 ms or more)", bound, got, len(want), bound, len(all))
+	}
+	for id := range want {
+		if !gotIDs[id] {
+			t.Errorf("max=%d ns: trace %s missing", bound, id)
+		}
+	}
+	if c := b.text("#result-count"); strings.Contains(c, "hidden") {
+		t.Errorf("the result count reads %q: results are filtered on the daemon, none hidden", c)
+	}
+	check := func(path, msg string) {
+		t.Helper()
+		b.open(path)
+		b.waitJS("an error message for "+path, `document.querySelector('.error-box')`)
+		if got := b.text(".error-box"); !strings.Contains(got, msg) {
+			t.Errorf("%s shows %q, want it to mention %q", path, got, msg)
+		}
+	}
+	check("/search?max=soon", `max duration "soon"`)
+	check("/search?min=2ms&max=1ms", "below the min duration")
 }
 
 func uiStores(b *browser) {

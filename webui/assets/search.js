@@ -3,9 +3,16 @@
 //
 // URL parameters: service (a name from /v1/services: a service.name, or
 // an imported source file), source and thread (attribute pickers), op (an
-// operation name, matched as text), attr=key:value (repeatable), text,
-// min and max (durations like 5ms), errors=true, range (15m … 7d, all or
-// custom) with since/until (ISO times) for custom, limit, cursor, page.
+// operation: a span's root record method, matched exactly by the daemon's
+// operation=), attr=key:value (repeatable), text, min and max (durations
+// like 5ms, the daemon's min_duration= and max_duration=), errors=true,
+// range (15m … 7d, all or custom) with since/until (ISO times) for
+// custom, limit, cursor, page.
+//
+// A result row is a trace: its root span's name, service and counts and
+// the trace's span count and duration come from the search answer's
+// "traces" (one per result); the matching span stands in for a trace
+// whose root span is not stored.
 import * as api from './api.js';
 import { el, errorBox, fmtDur, fmtLocal, fmtUTC, nsToDate, fmtInt } from './util.js';
 
@@ -42,15 +49,20 @@ export function apiQuery(p, services) {
     if (!a.includes(':') || a.startsWith(':')) throw new Error(`attribute filter "${a}": want key:value`);
     q.append('attr', a);
   }
-  const text = [p.get('op'), p.get('text')].filter(Boolean);
-  if (text.length > 1) throw new Error('an operation and free text cannot both be given: the store matches one text per search');
-  if (text.length) q.set('text', text[0]);
+  if (p.get('op')) q.set('operation', p.get('op'));
+  if (p.get('text')) q.set('text', p.get('text'));
+  let minNS = 0;
   if (p.get('min')) {
-    const ns = parseDuration(p.get('min'));
-    if (ns === null) throw new Error(`min duration "${p.get('min')}": want a duration like 5ms, 1.5s or 250us`);
-    q.set('min_duration', String(ns));
+    minNS = parseDuration(p.get('min'));
+    if (minNS === null) throw new Error(`min duration "${p.get('min')}": want a duration like 5ms, 1.5s or 250us`);
+    q.set('min_duration', String(minNS));
   }
-  if (p.get('max') && parseDuration(p.get('max')) === null) throw new Error(`max duration "${p.get('max')}": want a duration like 5ms, 1.5s or 250us`);
+  if (p.get('max')) {
+    const ns = parseDuration(p.get('max'));
+    if (ns === null || ns === 0) throw new Error(`max duration "${p.get('max')}": want a duration above 0 like 5ms, 1.5s or 250us`);
+    if (ns < minNS) throw new Error(`max duration "${p.get('max')}" is below the min duration "${p.get('min')}"`);
+    q.set('max_duration', String(ns));
+  }
   if (p.get('errors') === 'true') q.set('errors', 'true');
   const range = p.get('range') || 'all';
   if (range === 'custom') {
@@ -81,6 +93,23 @@ function provisionalName(r) {
   if (a['call.method']) return String(a['call.method']);
   if (a['http.method'] && a['http.url']) return `${a['http.method']} ${a['http.url']}`;
   return r.type || r.source || '(unnamed)';
+}
+
+// traceRow is what a result row shows: the trace (the answer's traces[i])
+// named and counted by its root span, or by the matching span r when the
+// trace's root span is not stored.
+function traceRow(r, t) {
+  const head = t && t.root ? t.root : r;
+  return {
+    trace_id: r.trace_id,
+    name: provisionalName(head),
+    service: serviceOf(head),
+    start: t ? BigInt(t.start_ns) : r.start,
+    duration_ns: t ? t.duration_ns : r.duration_ns,
+    spans: t ? t.spans : null,
+    calls: head.calls, recs: head.recs, errors: head.errors,
+    error: r.error || head.error,
+  };
 }
 
 function serviceOf(r) {
@@ -129,7 +158,7 @@ function buildForm(p) {
     f.append(row(pk.label, sel));
   }
   const opList = el('datalist', { id: 'op-list' });
-  const opInput = el('input', { name: 'op', value: p.get('op') || '', list: 'op-list', placeholder: 'span or method name' });
+  const opInput = el('input', { name: 'op', value: p.get('op') || '', list: 'op-list', placeholder: 'root method, exactly' });
   opInput.addEventListener('focus', loadOps, { once: true });
   f.append(row('Operation', opInput), opList);
   const keyList = el('datalist', { id: 'attr-keys' });
@@ -245,38 +274,17 @@ function scatter(results) {
 
 function resultRow(r) {
   const d = nsToDate(r.start);
-  const name = el('a', { class: 'root-name', href: '/trace/' + r.trace_id }, provisionalName(r));
-  const recs = el('td', { class: 'num' }, fmtInt(r.recs));
-  const tr = el('tr', { class: r.error ? 'result err' : 'result', dataset: { trace: r.trace_id } },
+  const name = el('a', { class: 'root-name', href: '/trace/' + r.trace_id }, r.name);
+  return el('tr', { class: r.error ? 'result err' : 'result', dataset: { trace: r.trace_id } },
     el('td', null, r.error ? el('span', { class: 'err-mark', title: 'has errors' }, '!') : null, name,
       el('div', { class: 'sub mono' }, r.trace_id)),
-    el('td', null, serviceOf(r)),
+    el('td', null, r.service),
     el('td', { title: fmtUTC(d) }, fmtLocal(d)),
     el('td', { class: 'num' }, fmtDur(r.duration_ns)),
+    el('td', { class: 'num spans' }, r.spans === null ? '' : fmtInt(r.spans)),
     el('td', { class: 'num' }, fmtInt(r.calls)),
-    recs,
+    el('td', { class: 'num recs' }, fmtInt(r.recs)),
     el('td', { class: 'num' }, fmtInt(r.errors)));
-  tr.nameCell = name;
-  return tr;
-}
-
-// fillNames fetches the root span (without its child spans) of each
-// result that came without its root record, to show its name, four at a
-// time.
-async function fillNames(rows, signal) {
-  let next = 0;
-  // Results name their root record when the daemon sends it ("root").
-  rows = rows.filter(({ r }) => !(r.root && r.root.method));
-  const worker = async () => {
-    while (next < rows.length && !signal.aborted) {
-      const { r, tr } = rows[next++];
-      try {
-        const { roots: [sp] } = await api.getTrace(r.trace_id, r.span_id, signal);
-        if (sp && sp.root && sp.root.method) tr.nameCell.textContent = sp.root.method;
-      } catch (_) { /* keep the provisional name */ }
-    }
-  };
-  await Promise.all([worker(), worker(), worker(), worker()]);
 }
 
 // warningsBox reports damaged chunks whose spans this page leaves out.
@@ -313,14 +321,7 @@ export async function render(app, { params }) {
     results.replaceChildren(errorBox(err.message));
     return;
   }
-  let hits = body.results;
-  const maxNS = params.get('max') ? parseDuration(params.get('max')) : null;
-  let dropped = 0;
-  if (maxNS !== null) {
-    const keep = hits.filter((r) => r.duration_ns <= maxNS);
-    dropped = hits.length - keep.length;
-    hits = keep;
-  }
+  const hits = body.results.map((r, i) => traceRow(r, (body.traces || [])[i]));
   const page = Number(params.get('page') || '1');
   const pager = el('div', { class: 'pager' });
   if (params.get('cursor')) {
@@ -335,23 +336,21 @@ export async function render(app, { params }) {
     pager.append(el('a', { href: '/search?' + nq, class: 'button', id: 'next-page' }, 'Next page »'));
   }
   const count = el('h2', { class: 'count', id: 'result-count' },
-    `${hits.length} trace${hits.length === 1 ? '' : 's'}`, body.cursor ? ' (more on the next page)' : '',
-    dropped ? el('span', { class: 'sub' }, ` · ${dropped} longer than ${params.get('max')} hidden on this page`) : null);
+    `${hits.length} trace${hits.length === 1 ? '' : 's'}`, body.cursor ? ' (more on the next page)' : '');
   if (hits.length === 0) {
     results.replaceChildren(...[count, warningsBox(body.warnings), el('p', { class: 'empty' }, 'No traces match. Widen the time range or remove a filter.'), pager].filter(Boolean));
     document.body.dataset.searchDone = location.search;
     return;
   }
   document.body.dataset.searchDone = location.search;
-  const rows = hits.map((r) => ({ r, tr: resultRow(r) }));
+  const heads = [['Root', 'the root span\'s name'], ['Service / source', 'the root span\'s service'], ['Start (local)', 'the trace\'s first span'],
+    ['Duration', 'first span start to last span end'], ['Spans', 'spans stored in the trace'], ['Calls', 'calls of the root span'],
+    ['Records', 'records of the root span'], ['Errors', 'errors of the root span']];
   const table = el('table', { class: 'result-table' },
-    el('thead', null, el('tr', null, ['Root', 'Service / source', 'Start (local)', 'Duration', 'Calls', 'Records', 'Errors']
-      .map((h, i) => el('th', { class: i >= 3 ? 'num' : null }, h)))),
-    el('tbody', null, rows.map((x) => x.tr)));
+    el('thead', null, el('tr', null, heads.map(([h, title], i) => el('th', { class: i >= 3 ? 'num' : null, title }, h)))),
+    el('tbody', null, hits.map(resultRow)));
   results.replaceChildren(...[count, warningsBox(body.warnings), scatter(hits), table, pager].filter(Boolean));
   // Operation suggestions: the root names seen here.
-  fillNames(rows, ctl.signal).then(() => {
-    const list = document.getElementById('op-list');
-    if (list && !params.get('service')) list.replaceChildren(...[...new Set(rows.map((x) => x.tr.nameCell.textContent))].map((v) => el('option', { value: v })));
-  });
+  const list = document.getElementById('op-list');
+  if (list && !params.get('service')) list.replaceChildren(...[...new Set(hits.map((r) => r.name))].map((v) => el('option', { value: v })));
 }
