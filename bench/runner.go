@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -607,7 +608,13 @@ func (r *runner) searches(ctx context.Context) error {
 				return err
 			}
 			lat.Add(time.Since(t0))
-			results += bytes.Count(out.Bytes(), []byte(`"trace_id"`))
+			var page struct {
+				Results []json.RawMessage `json:"results"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &page); err != nil {
+				return fmt.Errorf("search answer: %w", err)
+			}
+			results += len(page.Results)
 		}
 		s := lat.Summary()
 		sr := SearchResult{Kind: kind, Count: s.Count, P50Ms: s.P50Ms, P99Ms: s.P99Ms, MaxMs: s.MaxMs,
