@@ -10,8 +10,9 @@ import (
 )
 
 // Conjunct is one AND of conditions on a span. Service, Attrs,
-// MinDurationNS and ErrorsOnly are index terms; Operation is an index term
-// (an exact text) confirmed on the span; Check holds what no index can
+// MinDurationNS and ErrorsOnly are index terms; Operation is
+// storedir.Query.Operation (the index narrows to spans holding the text,
+// each candidate is confirmed in the walk, pages stay exact); Check holds what no index can
 // answer and is evaluated on each span the index returns (a head: the span
 // with its root record's own fields, see trace.ChunkView.Summary).
 type Conjunct struct {
@@ -31,13 +32,20 @@ type Search struct {
 	Limit            int
 	// PerTrace is how many matching spans each hit keeps (≥ 1).
 	PerTrace int
+	// Heads asks for each hit's TraceHit.Head where the index search
+	// can fill it in the same walk (storedir.Query.TraceHeads: a search
+	// with no Check and PerTrace 1); the other hits have none.
+	Heads bool
 }
 
 // TraceHit is one trace found, with its newest matching spans (heads).
 type TraceHit struct {
 	TraceID trace.TraceID
 	Spans   []*trace.Span // newest first, at most Search.PerTrace
-	newest  int64
+	// Head is the whole trace's span count, time range and root span,
+	// when Search.Heads asked and the search read it; else nil.
+	Head   *storedir.TraceInfo
+	newest int64
 }
 
 // MaxFilterPages bounds the pages of span heads (of FilterPageSize each)
@@ -94,21 +102,20 @@ func FindTraces(ctx context.Context, db *storedir.DB, s Search) (hits []*TraceHi
 		}
 		for _, alt := range alts {
 			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS,
-				ErrorsOnly: c.ErrorsOnly, TextExact: c.Operation}
+				ErrorsOnly: c.ErrorsOnly, Operation: c.Operation}
 			q.Attrs = append(append(q.Attrs, alt...), c.Attrs...)
 			check := c.Check
-			if c.Operation != "" {
-				op, inner := c.Operation, c.Check
-				check = func(sp *trace.Span) bool { return OperationOf(sp) == op && (inner == nil || inner(sp)) }
-			}
 			if check == nil && s.PerTrace == 1 {
-				q.Limit = s.Limit
+				q.Limit, q.TraceHeads = s.Limit, s.Heads
 				res, err := db.Search(ctx, q)
 				if err != nil {
 					return nil, false, fmt.Errorf("search: %w", err)
 				}
-				for _, sp := range res.Spans {
+				for i, sp := range res.Spans {
 					add(sp)
+					if h := byTrace[sp.TraceID]; i < len(res.Traces) && h.Head == nil {
+						h.Head = &res.Traces[i]
+					}
 				}
 				continue
 			}
@@ -184,7 +191,7 @@ func FindSpans(ctx context.Context, db *storedir.DB, s Search, max int) (spans [
 		}
 		for _, alt := range alts {
 			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS,
-				ErrorsOnly: c.ErrorsOnly, TextExact: c.Operation, Spans: true, Limit: min(max, FilterPageSize)}
+				ErrorsOnly: c.ErrorsOnly, Operation: c.Operation, Spans: true, Limit: min(max, FilterPageSize)}
 			q.Attrs = append(append(q.Attrs, alt...), c.Attrs...)
 			for pages := 1; ; pages++ {
 				res, err := db.Search(ctx, q)
@@ -192,7 +199,7 @@ func FindSpans(ctx context.Context, db *storedir.DB, s Search, max int) (spans [
 					return nil, false, fmt.Errorf("search: %w", err)
 				}
 				for _, sp := range res.Spans {
-					if c.Operation != "" && OperationOf(sp) != c.Operation || c.Check != nil && !c.Check(sp) {
+					if c.Check != nil && !c.Check(sp) {
 						continue
 					}
 					if k := (key{sp.TraceID, sp.SpanID}); !seen[k] && len(spans) < max {

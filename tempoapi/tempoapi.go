@@ -440,6 +440,7 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	req.search.Heads = true
 	hits, truncated, err := queryapi.FindTraces(r.Context(), a.db, req.search)
 	if err != nil {
 		a.fail(w, r, err)
@@ -450,13 +451,21 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 	var set []byte // one trace's span set, written twice (spanSet, spanSets)
 	n := 0
 	for _, h := range hits {
-		root, start, end, _, err := a.db.TraceHead(r.Context(), h.TraceID)
-		if errors.Is(err, storedir.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			a.fail(w, r, err)
-			return
+		// The head comes with the index search when it could read it
+		// (an index-only query), else it is read here.
+		var root *trace.Span
+		var start, end int64
+		if h.Head != nil {
+			root, start, end = h.Head.Root, h.Head.StartNS, h.Head.EndNS
+		} else {
+			root, start, end, _, err = a.db.TraceHead(r.Context(), h.TraceID)
+			if errors.Is(err, storedir.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				a.fail(w, r, err)
+				return
+			}
 		}
 		if n > 0 {
 			b = append(b, ',')
