@@ -446,7 +446,12 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	b := make([]byte, 0, 512*len(hits)+128)
+	// The answer goes out in pieces of about flushAt bytes; a failure
+	// after the first piece can only end the answer early (and is logged).
+	const flushAt = 4096
+	b := make([]byte, 0, flushAt+1024)
+	wrote := false
+	w.Header().Set("Content-Type", "application/json")
 	b = append(b, `{"traces":[`...)
 	var set []byte // one trace's span set, written twice (spanSet, spanSets)
 	n := 0
@@ -461,6 +466,10 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 			root, start, end, _, err = a.db.TraceHead(r.Context(), h.TraceID)
 			if errors.Is(err, storedir.ErrNotFound) {
 				continue
+			}
+			if err != nil && wrote {
+				a.log.Error("tempo search: reading a trace head after the answer began", "trace", h.TraceID, "err", err)
+				return
 			}
 			if err != nil {
 				a.fail(w, r, err)
@@ -493,6 +502,10 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `,"spanSets":[`...)
 		b = append(b, set...)
 		b = append(b, "]}"...)
+		if len(b) >= flushAt {
+			w.Write(b)
+			b, wrote = b[:0], true
+		}
 	}
 	b = append(b, `],"metrics":{"completedJobs":1,"inspectedTraces":`...)
 	b = strconv.AppendInt(b, int64(len(hits)), 10)
@@ -501,7 +514,6 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `,"truncated":true`...)
 	}
 	b = append(b, "}}\n"...)
-	w.Header().Set("Content-Type", "application/json")
 	w.Write(b)
 }
 
