@@ -279,9 +279,7 @@ func ParseSearch(v map[string][]string) (*SearchParams, error) {
 	if maxDur != 0 && maxDur < c.MinDurationNS {
 		return nil, &BadRequest{"'maxDuration' should be greater than 'minDuration'"}
 	}
-	if maxDur != 0 {
-		c.Check = func(sp *trace.Span) bool { return sp.DurationNS <= maxDur }
-	}
+	c.MaxDurationNS = maxDur
 	p.Search.Limit = DefaultLimit
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -330,7 +328,7 @@ func (a *API) handleSearch(w http.ResponseWriter, r *http.Request) {
 			ids = append(ids, h.TraceID)
 		}
 		if truncated {
-			errs = append(errs, structuredError{Msg: fmt.Sprintf("search stopped after %d spans that needed checking (maxDuration or span.kind); narrow the time range to see older traces",
+			errs = append(errs, structuredError{Msg: fmt.Sprintf("search stopped after %d spans that needed checking; narrow the time range to see older traces",
 				queryapi.MaxFilterPages*queryapi.FilterPageSize)})
 		}
 	}

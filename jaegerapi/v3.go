@@ -107,9 +107,7 @@ func ParseV3Search(v map[string][]string) (queryapi.Search, error) {
 			*t.dst = int64(dd)
 		}
 	}
-	if maxDur != 0 {
-		c.Check = func(sp *trace.Span) bool { return sp.DurationNS <= maxDur }
-	}
+	c.MaxDurationNS = maxDur
 	s.Limit = DefaultLimit
 	if n := get("query.num_traces"); n != "" {
 		k, err := strconv.Atoi(n)

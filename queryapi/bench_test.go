@@ -85,6 +85,9 @@ func BenchmarkSearch(b *testing.B) {
 		serve(b, h, "/api/traces?service=svc-3&tags="+url.QueryEscape(`{"http.status_code":"500"}`)+"&limit=20")
 	})
 	b.Run("tempo-search-checked", func(b *testing.B) {
+		serve(b, h, "/api/search?"+url.Values{"q": {`{ resource.service.name = "svc-3" && name =~ "op-[12]" }`}, "limit": {"20"}, "spss": {"1"}}.Encode())
+	})
+	b.Run("tempo-search-maxduration", func(b *testing.B) {
 		serve(b, h, "/api/search?"+url.Values{"q": {`{ resource.service.name = "svc-3" && duration < 20us }`}, "limit": {"20"}, "spss": {"1"}}.Encode())
 	})
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Conjunct is one AND of conditions on a span. Service, Attrs,
-// MinDurationNS and ErrorsOnly are index terms; Operation is
+// MinDurationNS, MaxDurationNS and ErrorsOnly are index terms; Operation is
 // storedir.Query.Operation (the index narrows to spans holding the text,
 // each candidate is confirmed in the walk, pages stay exact); Check holds what no index can
 // answer and is evaluated on each span the index returns (a head: the span
@@ -20,6 +20,7 @@ type Conjunct struct {
 	Attrs         []trace.Attr
 	Operation     string
 	MinDurationNS int64
+	MaxDurationNS int64 // inclusive; 0 = unbounded
 	ErrorsOnly    bool
 	Check         func(*trace.Span) bool
 }
@@ -101,7 +102,7 @@ func FindTraces(ctx context.Context, db *storedir.DB, s Search) (hits []*TraceHi
 			alts = ServiceTerms(c.Service)
 		}
 		for _, alt := range alts {
-			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS,
+			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS, MaxDurationNS: c.MaxDurationNS,
 				ErrorsOnly: c.ErrorsOnly, Operation: c.Operation}
 			q.Attrs = append(append(q.Attrs, alt...), c.Attrs...)
 			check := c.Check
@@ -190,7 +191,7 @@ func FindSpans(ctx context.Context, db *storedir.DB, s Search, max int) (spans [
 			alts = ServiceTerms(c.Service)
 		}
 		for _, alt := range alts {
-			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS,
+			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS, MaxDurationNS: c.MaxDurationNS,
 				ErrorsOnly: c.ErrorsOnly, Operation: c.Operation, Spans: true, Limit: min(max, FilterPageSize)}
 			q.Attrs = append(append(q.Attrs, alt...), c.Attrs...)
 			for pages := 1; ; pages++ {

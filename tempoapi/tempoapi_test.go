@@ -350,3 +350,25 @@ func TestTagValuesScopedByQ(t *testing.T) {
 		t.Errorf("v1 scoped values: %d %s", code, body)
 	}
 }
+
+// TestDurationBoundsAreIndexTerms: duration bounds become index terms
+// (no span check, so no page bound), except bounds the index cannot say
+// (duration < 1ns, duration <= 0ms), which stay checks.
+func TestDurationBoundsAreIndexTerms(t *testing.T) {
+	for q, want := range map[string][2]int64{
+		`{ duration < 5ms }`:                    {0, 5e6 - 1},
+		`{ duration <= 5ms && duration < 1s }`:  {0, 5e6},
+		`{ duration > 1ms && duration <= 2ms }`: {1e6 + 1, 2e6},
+	} {
+		conj, _, err := tempoapi.Translate(q)
+		if err != nil || len(conj) != 1 || conj[0].Check != nil || conj[0].MinDurationNS != want[0] || conj[0].MaxDurationNS != want[1] {
+			t.Errorf("%s: %v %+v, want index bounds %v", q, err, conj, want)
+		}
+	}
+	for _, q := range []string{`{ duration < 1ns }`, `{ duration <= 0ms }`} {
+		conj, _, err := tempoapi.Translate(q)
+		if err != nil || len(conj) != 1 || conj[0].Check == nil || conj[0].MaxDurationNS != 0 {
+			t.Errorf("%s: %v %+v, want a check", q, err, conj)
+		}
+	}
+}

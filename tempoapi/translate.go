@@ -82,6 +82,16 @@ func conjunct(conds []*traceql.Cond) (queryapi.Conjunct, error) {
 			c.MinDurationNS = max(c.MinDurationNS, min)
 			continue
 		}
+		if f.Scope == traceql.Intrinsic && f.Name == "duration" && (cond.Op == "<" && v.Int > 1 || cond.Op == "<=" && v.Int > 0) {
+			most := v.Int
+			if cond.Op == "<" {
+				most--
+			}
+			if c.MaxDurationNS == 0 || most < c.MaxDurationNS {
+				c.MaxDurationNS = most
+			}
+			continue
+		}
 		chk, err := checkOf(cond)
 		if err != nil {
 			return c, err
