@@ -12,6 +12,9 @@ import (
 // searches (limit 100, the API default) over several rotated stores. A
 // page after a cursor also checks that each trace it lists was not listed
 // on an earlier page (tracePager): "next" against "first" is that cost.
+// The "-heads" queries add what /v1/search answers in trace mode (each
+// trace's span count and root span), "operation" the exact operation
+// filter (a summary read per candidate span).
 func BenchmarkSearchPages(b *testing.B) {
 	reqs, spans, _ := benchRequests(2, 50_000, 500)
 	o := benchOptions(SyncNone)
@@ -34,6 +37,12 @@ func BenchmarkSearchPages(b *testing.B) {
 		{"text", Query{Text: user.Str}},
 		{"duration", Query{MinDurationNS: int64(20 * time.Millisecond)}},
 		{"errors", Query{ErrorsOnly: true}},
+		// What /v1/search adds in trace mode: each trace's span count and
+		// root span (TraceHeads); against "all" that is its cost.
+		{"all-heads", Query{TraceHeads: true}},
+		{"attribute-heads", Query{TraceHeads: true, Attrs: []trace.Attr{{Key: "service.name", Value: trace.String("checkout")}}}},
+		{"operation", Query{Operation: OperationOf(mid)}},
+		{"max-duration", Query{MaxDurationNS: int64(2 * time.Millisecond)}},
 	}
 	ctx := context.Background()
 	for _, qq := range queries {
