@@ -10,7 +10,8 @@ import (
 )
 
 // ConnLimiter caps the connections open at once over every listener it
-// wraps (the unix socket and the TCP listener share one cap). A connection
+// wraps (the unix socket, the TCP listener and the OTLP/gRPC listener
+// share one cap: see GRPCListener for how gRPC is refused). A connection
 // accepted past the cap is answered "503 too many connections" (JSON, with
 // Retry-After) and closed, so a client sees why instead of a hang; the
 // daemon's file descriptors stay bounded. Max changes live (SIGHUP).
@@ -39,12 +40,14 @@ func (l *ConnLimiter) Refused() int64 { return l.refused.Load() }
 
 // Listener wraps ln so that its connections count against the cap.
 func (l *ConnLimiter) Listener(ln net.Listener) net.Listener {
-	return &limitedListener{Listener: ln, lim: l}
+	return &limitedListener{Listener: ln, lim: l, refuse: l.refuseHTTP}
 }
 
 type limitedListener struct {
 	net.Listener
 	lim *ConnLimiter
+	// refuse answers and closes a connection past the cap.
+	refuse func(net.Conn)
 }
 
 // tooManyConnections is the whole answer to a connection past the cap.
@@ -64,17 +67,16 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 		if l.open.Add(1) > l.max.Load() {
 			l.open.Add(-1)
 			l.refused.Add(1)
-			l.refuse(c)
+			ll.refuse(c)
 			continue
 		}
 		return &limitedConn{Conn: c, lim: l}, nil
 	}
 }
 
-// refuse answers c with 503 and closes it, in the background: it reads
-// (and discards) what the client sent for a moment first, so that closing
-// does not reset the connection before the client read the answer.
-func (l *ConnLimiter) refuse(c net.Conn) {
+// background runs answer (which answers c) and closes c, in a goroutine
+// bounded by refusing: past that bound c is closed without an answer.
+func (l *ConnLimiter) background(c net.Conn, answer func()) {
 	select {
 	case l.refusing <- struct{}{}:
 	default:
@@ -84,6 +86,15 @@ func (l *ConnLimiter) refuse(c net.Conn) {
 	go func() {
 		defer func() { <-l.refusing }()
 		defer c.Close()
+		answer()
+	}()
+}
+
+// refuseHTTP answers c with 503 and closes it, in the background: it reads
+// (and discards) what the client sent for a moment first, so that closing
+// does not reset the connection before the client read the answer.
+func (l *ConnLimiter) refuseHTTP(c net.Conn) {
+	l.background(c, func() {
 		c.SetDeadline(time.Now().Add(time.Second))
 		if _, err := c.Write(tooManyConnections); err != nil {
 			return
@@ -92,7 +103,7 @@ func (l *ConnLimiter) refuse(c net.Conn) {
 			cw.CloseWrite()
 		}
 		io.Copy(io.Discard, io.LimitReader(c, 1<<20))
-	}()
+	})
 }
 
 type limitedConn struct {

@@ -285,7 +285,11 @@ func (d *daemonState) serve() error {
 		if err != nil {
 			return err
 		}
-		gs := grpc.NewServer(otlp.GRPCServerOptions(otlpOpt)...)
+		// The connection cap counts gRPC connections too; the timeouts
+		// are the API's (see otlp.GRPCConnLimits).
+		gl = d.conns.GRPCListener(gl)
+		gs := grpc.NewServer(append(otlp.GRPCServerOptions(otlpOpt), otlp.GRPCConnOptions(otlp.GRPCConnLimits{
+			ReadTimeout: time.Duration(d.cfg.Limits.ReadTimeout), IdleTimeout: time.Duration(d.cfg.Limits.IdleTimeout)})...)...)
 		otlp.Register(gs, counted, otlpOpt)
 		go func() {
 			if err := gs.Serve(gl); err != nil {
@@ -424,9 +428,9 @@ func registerResourceMetrics(reg *prometheus.Registry, b *membudget.Budget, c *s
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ztsd_memory_budget_peak_bytes",
 			Help: "Most bytes of the memory budget ever reserved at once."}, budget(func(_, p, _ int64) int64 { return p })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ztsd_connections_open",
-			Help: "API connections open (unix socket and TCP)."}, func() float64 { return float64(c.Open()) }),
+			Help: "Connections open (unix socket, TCP and OTLP/gRPC), counted against limits.max_connections."}, func() float64 { return float64(c.Open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ztsd_connections_refused_total",
-			Help: "Connections answered 503 past limits.max_connections."}, func() float64 { return float64(c.Refused()) }),
+			Help: "Connections refused past limits.max_connections (HTTP: 503; OTLP/gRPC: UNAVAILABLE)."}, func() float64 { return float64(c.Refused()) }),
 	)
 }
 

@@ -29,6 +29,10 @@
 //   - Append errors are mapped by Options.Status; 503 (disk full, shutting
 //     down) answers with Retry-After (gRPC: UNAVAILABLE with RetryInfo), as
 //     does 429 (gRPC: RESOURCE_EXHAUSTED with RetryInfo).
+//   - A gRPC connection is bounded by GRPCConnOptions: its handshake and
+//     each request message's receiving by a read timeout, its idle time,
+//     its concurrent RPCs (MaxStreamsPerConn) and its ping rate. How many
+//     connections are open is the caller's listener's business.
 //
 // # Mapping onto the trace model
 //

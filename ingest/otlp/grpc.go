@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests (otlptracegrpc WithCompressor("gzip"))
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -57,7 +59,81 @@ func GRPCServerOptions(opt Options) []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(int(size))}
 }
 
+// GRPCConnLimits bound what one OTLP/gRPC connection may hold (see
+// GRPCConnOptions). Zero durations mean no bound.
+type GRPCConnLimits struct {
+	// ReadTimeout bounds the connection's handshake (a client that sends
+	// no HTTP/2 preface is dropped after it) and the receiving of each
+	// request message, from its headers to its last byte: a slower request
+	// is cancelled (the client gets CANCELLED) and its stream freed. It is
+	// also how long a ping may go unanswered before the connection is
+	// closed.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a connection without an RPC in progress for this
+	// long (GOAWAY, then close), and is how long a busy connection may be
+	// silent before the server pings it.
+	IdleTimeout time.Duration
+}
+
+// MaxStreamsPerConn bounds the concurrent RPCs of one OTLP/gRPC
+// connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: a client waits for a
+// free stream). With MaxInFlight it bounds what one connection holds.
+const MaxStreamsPerConn = 100
+
+// MinPingInterval is the keepalive enforcement policy: a client pinging
+// more often than this is sent GOAWAY "too_many_pings" and closed. Pings
+// without an RPC in progress are allowed (an idle connection is closed by
+// IdleTimeout, pings or not).
+const MinPingInterval = 10 * time.Second
+
+// GRPCConnOptions are the grpc.NewServer options that bound connections:
+// the handshake timeout, the per-RPC receive timeout, idle connection
+// close, dead peer detection, the keepalive ping policy and
+// MaxStreamsPerConn. How many connections are open at once is the
+// listener's business (the daemon wraps it in its connection cap).
+func GRPCConnOptions(l GRPCConnLimits) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinPingInterval, PermitWithoutStream: true}),
+	}
+	kp := keepalive.ServerParameters{MaxConnectionIdle: l.IdleTimeout, Time: l.IdleTimeout, Timeout: l.ReadTimeout}
+	if l.ReadTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(l.ReadTimeout), grpc.InTapHandle(receiveTimeout(l.ReadTimeout)))
+	}
+	return append(opts, grpc.KeepaliveParams(kp))
+}
+
+// receiveTimerKey holds the timer that cancels an RPC whose message has
+// not arrived within the read timeout; Export stops it.
+type receiveTimerKey struct{}
+
+// receiveTimeout starts, for each RPC as its headers arrive, a timer that
+// cancels the RPC's context after d: gRPC receives the request message
+// under that context, so a client sending it slower than d is cut off.
+// Export stops the timer once the message is in, so appending has no
+// deadline of ours.
+func receiveTimeout(d time.Duration) tap.ServerInHandle {
+	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		timer := time.AfterFunc(d, cancel)
+		context.AfterFunc(ctx, func() { timer.Stop() })
+		return context.WithValue(ctx, receiveTimerKey{}, timer), nil
+	}
+}
+
+// messageReceived stops ctx's receive timer; it reports false when the
+// timer had already cancelled the RPC.
+func messageReceived(ctx context.Context) bool {
+	if t, ok := ctx.Value(receiveTimerKey{}).(*time.Timer); ok && !t.Stop() {
+		return ctx.Err() == nil
+	}
+	return true
+}
+
 func (s *grpcService) Export(ctx context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	if !messageReceived(ctx) {
+		return nil, status.Error(codes.Canceled, "the request was not received within read_timeout")
+	}
 	if !s.inFlight.tryAcquire() {
 		return nil, statusWithRetry(codes.ResourceExhausted,
 			fmt.Sprintf("ztsd is overloaded: %d OTLP requests in flight", cap(s.inFlight)), retryAfterOverloaded)
