@@ -220,28 +220,8 @@ func ParseSearch(v map[string][]string) (*SearchParams, error) {
 			tags[k] = val
 		}
 	}
-	for k, val := range tags {
-		switch k {
-		case "error":
-			if val != "true" {
-				return nil, &BadRequest{fmt.Sprintf("tag error=%q: only error=true is searchable", val)}
-			}
-			c.ErrorsOnly = true
-		case "otel.status_code":
-			if val != "ERROR" {
-				return nil, &BadRequest{fmt.Sprintf("tag otel.status_code=%q: only ERROR is searchable", val)}
-			}
-			c.ErrorsOnly = true
-		case "span.kind":
-			kk, ok := queryapi.ParseKind(val)
-			if !ok {
-				return nil, &BadRequest{fmt.Sprintf("tag span.kind=%q: not a span kind", val)}
-			}
-
-			c.Attrs = append(c.Attrs, trace.Attr{Key: "otel.span.kind", Value: trace.String(kk.String())})
-		default:
-			c.Attrs = append(c.Attrs, trace.Attr{Key: k, Value: trace.String(val)})
-		}
+	if err := addTagTerms(&c, tags); err != nil {
+		return nil, err
 	}
 	var err error
 	for _, t := range []struct {
@@ -405,4 +385,34 @@ func (a *API) handleTrace(w http.ResponseWriter, r *http.Request) {
 	}
 	bw.WriteString(`],"total":0,"limit":0,"offset":0,"errors":null}` + "\n")
 	bw.Flush()
+}
+
+// addTagTerms adds Jaeger search tags to c as index terms: error=true and
+// otel.status_code=ERROR the error flag, span.kind the otel.span.kind
+// attribute, any other key an attribute equality (value as text).
+func addTagTerms(c *queryapi.Conjunct, tags map[string]string) error {
+	for k, val := range tags {
+		switch k {
+		case "error":
+			if val != "true" {
+				return &BadRequest{fmt.Sprintf("tag error=%q: only error=true is searchable", val)}
+			}
+			c.ErrorsOnly = true
+		case "otel.status_code":
+			if val != "ERROR" {
+				return &BadRequest{fmt.Sprintf("tag otel.status_code=%q: only ERROR is searchable", val)}
+			}
+			c.ErrorsOnly = true
+		case "span.kind":
+			kk, ok := queryapi.ParseKind(val)
+			if !ok {
+				return &BadRequest{fmt.Sprintf("tag span.kind=%q: not a span kind", val)}
+			}
+
+			c.Attrs = append(c.Attrs, trace.Attr{Key: "otel.span.kind", Value: trace.String(kk.String())})
+		default:
+			c.Attrs = append(c.Attrs, trace.Attr{Key: k, Value: trace.String(val)})
+		}
+	}
+	return nil
 }

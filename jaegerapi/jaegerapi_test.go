@@ -448,6 +448,33 @@ func TestV3TraceSummaries(t *testing.T) {
 	if code != 200 || string(body) != `{"summaries":[]}`+"\n" {
 		t.Errorf("no trace: %d %s", code, body)
 	}
+	// The camelCase names Jaeger UI sends now, and query.attributes.
+	camel := "/api/v3/trace-summaries?query.serviceName=payments&query.searchDepth=10&query.attributes=" +
+		url.QueryEscape(`{"http.status_code":"500"}`) + "&query.startTimeMin=" + url.QueryEscape(min) + "&query.startTimeMax=" + url.QueryEscape(max)
+	code, body = get(t, ts, camel, nil)
+	var sums struct {
+		Summaries []struct {
+			TraceID        string `json:"traceId"`
+			ErrorSpanCount int
+		}
+	}
+	decode(t, body, &sums)
+	if code != 200 || len(sums.Summaries) != 2 || sums.Summaries[0].TraceID != fmt.Sprintf("%x", querytest.TraceID(3)) ||
+		sums.Summaries[1].TraceID != fmt.Sprintf("%x", querytest.TraceID(1)) || sums.Summaries[1].ErrorSpanCount != 2 {
+		t.Errorf("camelCase search with attributes: %d %s", code, body)
+	}
+	code, body = get(t, ts, strings.Replace(camel, "/api/v3/trace-summaries", "/api/v3/traces", 1)+"&query.durationMax=6ms", nil)
+	if code != 200 || strings.Count(string(body), `"spanId"`) != 6 {
+		t.Errorf("camelCase v3 traces: %d %s", code, body)
+	}
+	code, body = get(t, ts, "/api/v3/operations?service=checkout&spanKind=client", nil)
+	if code != 200 || string(body) != `{"operations":[{"name":"charge","spanKind":"client"}]}`+"\n" {
+		t.Errorf("v3 operations by spanKind: %d %s", code, body)
+	}
+	code, body = get(t, ts, "/api/v3/traces?query.serviceName=payments&query.attributes=x"+times, nil)
+	if code != 400 || !strings.Contains(string(body), "query.attributes") {
+		t.Errorf("bad query.attributes: %d %s", code, body)
+	}
 	code, body = get(t, ts, "/api/v3/trace-summaries?query.service_name=payments&query.num_traces=x"+times, nil)
 	if code != 400 || !strings.Contains(string(body), "query.num_traces") {
 		t.Errorf("bad num_traces: %d %s", code, body)

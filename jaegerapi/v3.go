@@ -38,7 +38,11 @@ func (a *API) handleV3Services(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) handleV3Operations(w http.ResponseWriter, r *http.Request) {
-	ops, err := a.operations(r.Context(), r.FormValue("service"), r.FormValue("span_kind"))
+	kind := r.FormValue("spanKind")
+	if kind == "" {
+		kind = r.FormValue("span_kind")
+	}
+	ops, err := a.operations(r.Context(), r.FormValue("service"), kind)
 	if err != nil {
 		a.v3Error(w, r, err)
 		return
@@ -66,27 +70,45 @@ func (a *API) handleV3Trace(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("}\n"))
 }
 
-// ParseV3Search parses the v3 find-traces parameters: query.service_name,
-// query.operation_name, query.start_time_min and query.start_time_max
-// (RFC 3339, both required), query.duration_min, query.duration_max,
-// query.num_traces (the limit), query.raw_traces (no effect).
+// ParseV3Search parses the v3 find-traces parameters, by their canonical
+// camelCase names (Jaeger 2.x, what Jaeger UI sends since its migration)
+// or the snake_case names they replace (the canonical one wins when both
+// are given, an empty value is absent): query.serviceName,
+// query.operationName, query.attributes (a JSON object of strings, as the
+// v1 API's tags), query.startTimeMin and query.startTimeMax (RFC 3339,
+// both required), query.durationMin, query.durationMax, query.searchDepth
+// (or query.num_traces: the limit), query.rawTraces (no effect).
 func ParseV3Search(v map[string][]string) (queryapi.Search, error) {
-	get := func(k string) string {
-		if vs := v[k]; len(vs) > 0 {
-			return vs[0]
+	get := func(names ...string) (val, name string) {
+		for _, k := range names {
+			if vs := v[k]; len(vs) > 0 && vs[0] != "" {
+				return vs[0], k
+			}
 		}
-		return ""
+		return "", names[0]
 	}
 	var s queryapi.Search
-	c := queryapi.Conjunct{Service: get("query.service_name"), Operation: get("query.operation_name")}
-	tmin, tmax := get("query.start_time_min"), get("query.start_time_max")
+	svc, _ := get("query.serviceName", "query.service_name")
+	op, _ := get("query.operationName", "query.operation_name")
+	c := queryapi.Conjunct{Service: svc, Operation: op}
+	if attrs, name := get("query.attributes"); attrs != "" {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(attrs), &m); err != nil {
+			return s, &BadRequest{fmt.Sprintf("malformed parameter %s: want a JSON object of strings: %v", name, err)}
+		}
+		if err := addTagTerms(&c, m); err != nil {
+			return s, err
+		}
+	}
+	tmin, nmin := get("query.startTimeMin", "query.start_time_min")
+	tmax, nmax := get("query.startTimeMax", "query.start_time_max")
 	if tmin == "" || tmax == "" {
-		return s, &BadRequest{"query.start_time_min and query.start_time_max are required"}
+		return s, &BadRequest{"query.startTimeMin and query.startTimeMax (or query.start_time_min and query.start_time_max) are required"}
 	}
 	for _, t := range []struct {
 		key, val string
 		dst      *int64
-	}{{"query.start_time_min", tmin, &s.SinceNS}, {"query.start_time_max", tmax, &s.UntilNS}} {
+	}{{nmin, tmin, &s.SinceNS}, {nmax, tmax, &s.UntilNS}} {
 		tt, err := time.Parse(time.RFC3339Nano, t.val)
 		if err != nil {
 			return s, &BadRequest{fmt.Sprintf("malformed parameter %s: %v", t.key, err)}
@@ -96,23 +118,23 @@ func ParseV3Search(v map[string][]string) (queryapi.Search, error) {
 	s.UntilNS++
 	var maxDur int64
 	for _, t := range []struct {
-		key string
-		dst *int64
-	}{{"query.duration_min", &c.MinDurationNS}, {"query.duration_max", &maxDur}} {
-		if d := get(t.key); d != "" {
+		names []string
+		dst   *int64
+	}{{[]string{"query.durationMin", "query.duration_min"}, &c.MinDurationNS}, {[]string{"query.durationMax", "query.duration_max"}, &maxDur}} {
+		if d, name := get(t.names...); d != "" {
 			dd, err := time.ParseDuration(d)
 			if err != nil || dd < 0 {
-				return s, &BadRequest{fmt.Sprintf("malformed parameter %s: %q is not a duration", t.key, d)}
+				return s, &BadRequest{fmt.Sprintf("malformed parameter %s: %q is not a duration", name, d)}
 			}
 			*t.dst = int64(dd)
 		}
 	}
 	c.MaxDurationNS = maxDur
 	s.Limit = DefaultLimit
-	if n := get("query.num_traces"); n != "" {
+	if n, name := get("query.searchDepth", "query.search_depth", "query.num_traces"); n != "" {
 		k, err := strconv.Atoi(n)
 		if err != nil || k < 0 {
-			return s, &BadRequest{fmt.Sprintf("malformed parameter query.num_traces: %q", n)}
+			return s, &BadRequest{fmt.Sprintf("malformed parameter %s: %q", name, n)}
 		}
 		if k > 0 {
 			s.Limit = min(k, storedir.MaxSearchLimit)
