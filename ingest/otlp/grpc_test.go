@@ -3,6 +3,7 @@ package otlp
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,5 +164,29 @@ func TestGRPCEqualsHTTP(t *testing.T) {
 		if !want[i].Equal(got[i]) {
 			t.Errorf("span %d differs", i)
 		}
+	}
+}
+
+// TestGRPCReadTimeoutSparesAppend: GRPCConnLimits.ReadTimeout bounds
+// receiving the message only: an Export whose append takes longer than it
+// still succeeds (the cmd/ztsd test shows a stuck message being cut off).
+func TestGRPCReadTimeoutSparesAppend(t *testing.T) {
+	app := &recordingAppender{block: make(chan struct{})}
+	time.AfterFunc(300*time.Millisecond, func() { close(app.block) })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(append(GRPCServerOptions(Options{}),
+		GRPCConnOptions(GRPCConnLimits{ReadTimeout: 100 * time.Millisecond, IdleTimeout: time.Second})...)...)
+	Register(srv, app, Options{})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	t0 := time.Now()
+	if _, err := grpcClient(t, lis.Addr().String()).Export(context.Background(), sampleRequest()); err != nil {
+		t.Fatalf("append slower than read_timeout: %v", err)
+	}
+	if took := time.Since(t0); took < 300*time.Millisecond || len(app.stored()) == 0 {
+		t.Fatalf("answered after %v with %d spans stored: the append was not waited for", took, len(app.stored()))
 	}
 }
