@@ -404,7 +404,8 @@ func asBadRequest(err error, br **jaegerapi.BadRequest) bool {
 
 func FuzzParseV3Search(f *testing.F) {
 	for _, s := range []string{"query.service_name=x&query.start_time_min=2026-01-01T00%3A00%3A00Z&query.start_time_max=2026-01-02T00%3A00%3A00Z&query.num_traces=20",
-		"query.start_time_min=x&query.start_time_max=y", "query.duration_min=1ms&query.duration_max=-1s&query.start_time_min=2026-01-01T00%3A00%3A00Z&query.start_time_max=2026-01-01T00%3A00%3A00Z"} {
+		"query.start_time_min=x&query.start_time_max=y", "query.serviceName=x&query.attributes=%7B%22error%22%3A%22true%22%7D&query.startTimeMin=2026-01-01T00%3A00%3A00Z&query.startTimeMax=2026-01-02T00%3A00%3A00Z&query.searchDepth=5",
+		"query.attributes=%7B%22span.kind%22%3A%22x%22%7D&query.durationMax=1ms", "query.duration_min=1ms&query.duration_max=-1s&query.start_time_min=2026-01-01T00%3A00%3A00Z&query.start_time_max=2026-01-01T00%3A00%3A00Z"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {

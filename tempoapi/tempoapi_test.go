@@ -372,3 +372,31 @@ func TestDurationBoundsAreIndexTerms(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTagValuesQ: any q answers the tag-value listing (scoped or not)
+// with 200 and valid JSON.
+func FuzzTagValuesQ(f *testing.F) {
+	for _, s := range []string{`{ resource.service.name = "payments" }`, `{}`, `{ span.http.status_code = }`,
+		`{ name =~ "a(" }`, `{ duration < 1ns || kind = client }`, ""} {
+		f.Add("span.http.method", s)
+		f.Add("name", s)
+	}
+	db := querytest.OpenDB(f, querytest.LoadSpans(f))
+	tempo := tempoapi.New(db, nil)
+	h := server.New(db, server.Options{Access: server.Access{Disabled: true}, Routes: tempo.Routes()}).Handler()
+	f.Fuzz(func(t *testing.T, tag, q string) {
+		req, err := http.NewRequest("GET", "/api/v2/search/tag/"+url.PathEscape(tag)+"/values?q="+url.QueryEscape(q), nil)
+		if err != nil {
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code == 404 || rec.Code/100 == 3 {
+			return // a tag path the router does not route here (empty, "." or with "/")
+		}
+		var v struct{ TagValues []struct{ Type, Value string } }
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
+			t.Fatalf("tag %q q %q: %d %s", tag, q, rec.Code, rec.Body)
+		}
+	})
+}
