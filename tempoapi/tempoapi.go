@@ -332,9 +332,8 @@ func parseSearch(v map[string][]string) (*searchRequest, error) {
 		}
 		c.Attrs = append(c.Attrs, extra.Attrs...)
 		c.MinDurationNS = max(c.MinDurationNS, extra.MinDurationNS)
-		if maxDur > 0 {
-			inner := c.Check
-			c.Check = func(sp *trace.Span) bool { return sp.DurationNS <= maxDur && (inner == nil || inner(sp)) }
+		if maxDur > 0 && (c.MaxDurationNS == 0 || maxDur < c.MaxDurationNS) {
+			c.MaxDurationNS = maxDur // an index term
 		}
 	}
 	s := &req.search
@@ -729,7 +728,7 @@ func valueScope(q string) ([]queryapi.Conjunct, bool) {
 		return nil, false
 	}
 	for _, c := range conj {
-		if c.Service == "" && len(c.Attrs) == 0 && c.Operation == "" && c.MinDurationNS == 0 && !c.ErrorsOnly && c.Check == nil {
+		if c.Service == "" && len(c.Attrs) == 0 && c.Operation == "" && c.MinDurationNS == 0 && c.MaxDurationNS == 0 && !c.ErrorsOnly && c.Check == nil {
 			return nil, false // an alternative without conditions: every span
 		}
 	}

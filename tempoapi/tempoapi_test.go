@@ -258,6 +258,19 @@ func TestSearchQueries(t *testing.T) {
 			t.Errorf("%s: %d, %d traces, want %d: %s", q, code, len(sr.Traces), want, body)
 		}
 	}
+	// maxDuration and minDuration (Grafana's search form) narrow q.
+	for params, want := range map[string]int{
+		"maxDuration=6ms":                 4, // the payments spans (5.5ms)
+		"maxDuration=6ms&minDuration=6ms": 0,
+		"minDuration=13ms":                3, // the roots of traces 1-3 (12+i ms)
+	} {
+		code, _, body := get(t, ts, "/api/search?q="+url.QueryEscape(`{ resource.service.name = "payments" || resource.service.name = "checkout" }`)+"&"+params, nil)
+		var sr searchResponse
+		decode(t, body, &sr)
+		if code != 200 || len(sr.Traces) != want {
+			t.Errorf("%s: %d, %d traces, want %d: %s", params, code, len(sr.Traces), want, body)
+		}
+	}
 	for q, want := range map[string]string{
 		`{ .a = 1 } | count() > 1`:  "pipelines",
 		`{ rootServiceName = "x" }`: `"rootServiceName" is not a supported field`,
@@ -324,6 +337,8 @@ func TestTagValuesScopedByQ(t *testing.T) {
 		{"name", `{ resource.service.name = "payments" || name = "charge" }`, "string:POST /charge,string:charge"},
 		{"resource.service.name", `{ span.peer.service = "payments" }`, "string:checkout"},
 		{"resource.host.name", `{ duration < 8ms }`, "string:pay-1,string:web-1"},
+		{"resource.host.name", `{ duration <= 7ms }`, "string:pay-1,string:web-1"},
+		{"name", `{ duration <= 6ms && span.http.method = "POST" }`, "string:POST /charge"},
 		// An unfinished query is not of the subset: the listing is not scoped.
 		{"span.http.method", `{ resource.service.name = "payments" && span.http.status_code = }`, "string:GET,string:POST"},
 		// No span matches: no value.
