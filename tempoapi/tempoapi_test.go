@@ -409,7 +409,9 @@ func FuzzTagValuesQ(f *testing.F) {
 		if rec.Code == 404 || rec.Code/100 == 3 {
 			return // a tag path the router does not route here (empty, "." or with "/")
 		}
-		var v struct{ TagValues []struct{ Type, Value string } }
+		var v struct {
+			TagValues []struct{ Type, Value string }
+		}
 		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
 			t.Fatalf("tag %q q %q: %d %s", tag, q, rec.Code, rec.Body)
 		}
