@@ -34,8 +34,8 @@ type Search struct {
 	// PerTrace is how many matching spans each hit keeps (≥ 1).
 	PerTrace int
 	// Heads asks for each hit's TraceHit.Head where the index search
-	// can fill it in the same walk (storedir.Query.TraceHeads: a search
-	// with no Check and PerTrace 1); the other hits have none.
+	// can fill it in the same walk (storedir.Query.TraceHeads: one index
+	// search answers s, with no Check and PerTrace 1); else hits have none.
 	Heads bool
 }
 
@@ -77,6 +77,19 @@ func FindTraces(ctx context.Context, db *storedir.DB, s Search) (hits []*TraceHi
 	if len(any) == 0 {
 		any = []Conjunct{{}}
 	}
+	// Heads come with the search only when one index search answers s:
+	// with several, most of each one's traces can be dropped from the
+	// merged page, and their heads would be read for nothing.
+	altsOf := make([][][]trace.Attr, len(any))
+	searches := 0
+	for i, c := range any {
+		altsOf[i] = [][]trace.Attr{nil}
+		if c.Service != "" {
+			altsOf[i] = ServiceTerms(c.Service)
+		}
+		searches += len(altsOf[i])
+	}
+	heads := s.Heads && searches == 1
 	byTrace := map[trace.TraceID]*TraceHit{}
 	add := func(sp *trace.Span) {
 		h := byTrace[sp.TraceID]
@@ -96,18 +109,14 @@ func FindTraces(ctx context.Context, db *storedir.DB, s Search) (hits []*TraceHi
 			h.Spans = append(h.Spans, sp)
 		}
 	}
-	for _, c := range any {
-		alts := [][]trace.Attr{nil}
-		if c.Service != "" {
-			alts = ServiceTerms(c.Service)
-		}
-		for _, alt := range alts {
+	for i, c := range any {
+		for _, alt := range altsOf[i] {
 			q := storedir.Query{SinceNS: s.SinceNS, UntilNS: s.UntilNS, MinDurationNS: c.MinDurationNS, MaxDurationNS: c.MaxDurationNS,
 				ErrorsOnly: c.ErrorsOnly, Operation: c.Operation}
 			q.Attrs = append(append(q.Attrs, alt...), c.Attrs...)
 			check := c.Check
 			if check == nil && s.PerTrace == 1 {
-				q.Limit, q.TraceHeads = s.Limit, s.Heads
+				q.Limit, q.TraceHeads = s.Limit, heads
 				res, err := db.Search(ctx, q)
 				if err != nil {
 					return nil, false, fmt.Errorf("search: %w", err)

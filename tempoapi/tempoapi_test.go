@@ -417,3 +417,29 @@ func FuzzTagValuesQ(f *testing.F) {
 		}
 	})
 }
+
+// TestSearchTraceHeads: each trace's root service, root name, start and
+// duration are the same whether the index search read them (one
+// alternative), or they were read after it (several alternatives, or a
+// checked term).
+func TestSearchTraceHeads(t *testing.T) {
+	db := querytest.OpenDB(t, querytest.LoadSpans(t))
+	ts := newServer(t, db)
+	for _, q := range []string{`{ resource.service.name = "payments" }`, `{ name = "charge" || name = "POST /charge" }`,
+		`{ resource.service.name = "payments" && name =~ "POST.*" }`} {
+		code, _, body := get(t, ts, "/api/search?"+url.Values{"q": {q}}.Encode(), nil)
+		var sr searchResponse
+		decode(t, body, &sr)
+		if code != 200 || len(sr.Traces) != querytest.Traces {
+			t.Fatalf("%s: %d %s", q, code, body)
+		}
+		for i, tr := range sr.Traces { // newest first: trace Traces-1-i
+			n := querytest.Traces - 1 - i
+			start := querytest.Base.Add(time.Duration(n) * time.Minute).UnixNano()
+			if tr.TraceID != fmt.Sprintf("%x", querytest.TraceID(n)) || tr.RootServiceName != "checkout" || tr.RootTraceName != "GET /checkout" ||
+				tr.StartTimeUnixNano != fmt.Sprint(start) || tr.DurationMs != uint32(12+n) {
+				t.Errorf("%s: trace %d: %+v", q, n, tr)
+			}
+		}
+	}
+}
