@@ -3,7 +3,7 @@
 // ztsd: /api/services, /api/services/{service}/operations,
 // /api/operations, /api/traces (search) and /api/traces/{id}, and the v3
 // API (/api/v3/services, /api/v3/operations, /api/v3/traces/{id},
-// /api/v3/traces).
+// /api/v3/traces, /api/v3/trace-summaries in Jaeger's TraceSummary shape).
 //
 // Traces are shown through queryapi's view: each stored span is a Jaeger
 // span whose method-call records with a duration are child spans (tag
@@ -15,9 +15,8 @@
 // process tags). docs/query-apis.md lists where the answers differ from
 // jaeger-query's.
 //
-// Invariants: a search is queryapi.FindTraces (the index does the
-// filtering; maximum duration and span kind are checked on the spans the
-// index returns, bounded); a trace is written one span at a time, never
+// Invariants: a search is queryapi.FindTraces (the index does all the
+// filtering: service, operation, tags, duration bounds, time range); a trace is written one span at a time, never
 // held a second time as JSON; every error is Jaeger's structured error
 // ({"data": null, …, "errors": [{"code", "msg"}]}) with the HTTP status.
 package jaegerapi

@@ -14,9 +14,11 @@
 //
 // Invariants: a TraceQL query is translated into queryapi.Conjuncts (one
 // per || alternative): equality on attributes, service, name, status =
-// error, kind and duration > / >= are index terms, so a query of those
-// costs what /v1/search costs for the same filter; every other comparison
-// is checked on the spans the index returns, over a bounded number of pages
+// error, kind and duration bounds are index terms, so a query of those
+// costs what /v1/search costs for the same filter (the trace heads come
+// from the same index walk); every other comparison is checked on the
+// spans the index returns, over a bounded number of pages
 // (queryapi.MaxFilterPages). Anything outside the subset is a 400 naming
-// the unsupported part. A trace is written one span at a time.
+// the unsupported part; as a tag-value listing's q it is ignored (a q of
+// the subset scopes the values). A trace is written one span at a time.
 package tempoapi
