@@ -8,8 +8,13 @@ import { el, errorBox, fmtLocal, fmtUTC, nsToDate, fmtInt, fmtBytes } from './ut
 
 const REFRESH_MS = 3000;
 
+// Times before 2000 are not wall-clock times (a writer's monotonic clock, a
+// timebase of 0): shown as such, as `ztsctl stores` does, not as 1970.
+const wallClockStartNS = 946684800000000000;
+
 function when(ns) {
   if (!ns) return '—';
+  if (ns < wallClockStartNS) return el('span', { title: `${ns} ns from an unknown origin` }, 'no wall clock');
   const d = nsToDate(ns);
   return el('span', { title: fmtUTC(d) }, fmtLocal(d));
 }
