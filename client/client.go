@@ -452,6 +452,18 @@ type Page struct {
 	Cursor string        // "" on the last page
 	// Warnings name the damaged chunks whose spans the page leaves out.
 	Warnings []Warning
+	// Traces (trace mode only) describe each listed trace as a whole, in
+	// the order of Spans: its span count, time range and root span.
+	Traces []TraceHead
+}
+
+// TraceHead is what a trace-mode search answer says of one listed trace.
+type TraceHead struct {
+	TraceID    string
+	Spans      int64
+	StartNS    int64
+	DurationNS int64
+	Root       *trace.Span // its root span's summary; nil when no root span is stored
 }
 
 // SearchPage fetches one page; cursor "" starts at the newest.
@@ -469,6 +481,13 @@ func (c *Client) SearchPage(ctx context.Context, q Query, cursor string) (*Page,
 		Results  []json.RawMessage `json:"results"`
 		Cursor   string            `json:"cursor"`
 		Warnings []Warning         `json:"warnings"`
+		Traces   []struct {
+			TraceID    string          `json:"trace_id"`
+			Spans      int64           `json:"spans"`
+			StartNS    int64           `json:"start_ns"`
+			DurationNS int64           `json:"duration_ns"`
+			Root       json.RawMessage `json:"root"`
+		} `json:"traces"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		return nil, fmt.Errorf("ztsd search: reading the answer: %w", err)
@@ -481,6 +500,16 @@ func (c *Client) SearchPage(ctx context.Context, q Query, cursor string) (*Page,
 			return nil, fmt.Errorf("ztsd search: result %d: %w", i, err)
 		}
 		p.Spans = append(p.Spans, sp)
+	}
+	for i, t := range body.Traces {
+		h := TraceHead{TraceID: t.TraceID, Spans: t.Spans, StartNS: t.StartNS, DurationNS: t.DurationNS}
+		if len(t.Root) > 0 && string(t.Root) != "null" {
+			h.Root = new(trace.Span)
+			if err := h.Root.UnmarshalJSON(t.Root); err != nil {
+				return nil, fmt.Errorf("ztsd search: trace %d's root: %w", i, err)
+			}
+		}
+		p.Traces = append(p.Traces, h)
 	}
 	return p, nil
 }

@@ -410,7 +410,7 @@ the last line (on stderr) is the flag that fetches the next page: more: --cursor
 					a.stdout.Write(append(b, '\n'))
 				}
 			} else {
-				printTable(a.stdout, page.Spans, spans, terminalWidth(a.stdout, a.getenv))
+				printTable(a.stdout, page.Spans, traceHeads(page), spans, terminalWidth(a.stdout, a.getenv))
 			}
 			if page.Cursor != "" {
 				fmt.Fprintf(a.stderr, "more: --cursor %s\n", page.Cursor)
@@ -497,14 +497,32 @@ func cut(s string, n int) string {
 // every line fits in it: the service and name columns share what the
 // fixed columns leave, and the attributes follow on the same line when at
 // least minInlineAttrs columns remain, else on their own indented line.
-func printTable(w io.Writer, spans []*trace.Span, spanMode bool, width int) {
+// traceHeads maps each listed trace id to what the answer says of the
+// whole trace (trace mode; empty in span mode or from an older daemon).
+func traceHeads(p *client.Page) map[string]client.TraceHead {
+	heads := make(map[string]client.TraceHead, len(p.Traces))
+	for _, h := range p.Traces {
+		heads[h.TraceID] = h
+	}
+	return heads
+}
+
+// printTable prints one row per result. In trace mode a row describes the
+// trace as a whole when the answer says how (heads): its start, duration
+// and span count, named by its root span's service and name; the
+// attributes are those of the span that matched.
+func printTable(w io.Writer, spans []*trace.Span, heads map[string]client.TraceHead, spanMode bool, width int) {
 	if len(spans) == 0 {
 		return
 	}
 	const gap, minInlineAttrs = 2, 40
+	withHeads := !spanMode && len(heads) > 0
 	head := []string{"START (UTC)", "DURATION", "TRACE ID"}
 	if spanMode {
 		head = append(head, "SPAN ID")
+	}
+	if withHeads {
+		head = append(head, "SPANS")
 	}
 	head = append(head, "ERR", "SERVICE", "NAME")
 	rows := [][]string{head}
@@ -514,11 +532,23 @@ func printTable(w io.Writer, spans []*trace.Span, spanMode bool, width int) {
 		if sp.Error || sp.Errors > 0 {
 			errMark = strconv.FormatInt(max(sp.Errors, 1), 10)
 		}
-		row := []string{fmtWallMillis(sp.StartNS), fmtDur(sp.DurationNS), sp.TraceID.String()}
-		if spanMode {
-			row = append(row, sp.SpanID.String())
+		start, dur, named := sp.StartNS, sp.DurationNS, sp
+		var row []string
+		if h, ok := heads[sp.TraceID.String()]; withHeads && ok {
+			start, dur = h.StartNS, h.DurationNS
+			if h.Root != nil {
+				named = h.Root
+			}
+			row = []string{fmtWallMillis(start), fmtDur(dur), sp.TraceID.String(), strconv.FormatInt(h.Spans, 10)}
+		} else {
+			row = []string{fmtWallMillis(start), fmtDur(dur), sp.TraceID.String()}
+			if spanMode {
+				row = append(row, sp.SpanID.String())
+			} else if withHeads {
+				row = append(row, "")
+			}
 		}
-		rows = append(rows, append(row, errMark, serviceOf(sp), nameOf(sp)))
+		rows = append(rows, append(row, errMark, serviceOf(named), nameOf(named)))
 		attrs = append(attrs, fmtAttrs(sp.Attrs))
 	}
 	ncol := len(head)

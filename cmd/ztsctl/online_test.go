@@ -126,6 +126,21 @@ func TestSearchTable(t *testing.T) {
 	if code, _, _ := d.ctl(t, nil, "search", "--cursor", "bogus"); code != exitUsage {
 		t.Errorf("bad cursor: exit %d, want %d", code, exitUsage)
 	}
+	// A trace found through a child span is named by its root span, with
+	// the trace's duration and span count: trace 4bf92f… matches
+	// service.name=payment only in its child span "POST /charge" (25.906ms);
+	// its root is checkout's "POST /cart/checkout" (48.21ms, 2 spans).
+	out5, _ := d.mustCtl(t, nil, "search", "--attr", "service.name=payment")
+	row := regexp.MustCompile(`(?m)^\S+ \S+\s+(\S+)\s+4bf92f3577b34da6a3ce929d0e0e4736\s+(\d+)\s+(\S+)\s+(.+?)\s{2,}`).FindStringSubmatch(out5)
+	if !strings.HasPrefix(out5, "START (UTC)") || !strings.Contains(strings.SplitN(out5, "\n", 2)[0], "SPANS") || row == nil ||
+		row[1] != "48.21ms" || row[2] != "2" || row[3] != "checkout" || row[4] != "POST /cart/checkout" {
+		t.Errorf("trace row not described by its root span (want 48.21ms, 2 spans, checkout, POST /cart/checkout): %q\n%s", row, out5)
+	}
+	// --spans lists the matching span itself.
+	out6, _ := d.mustCtl(t, nil, "search", "--spans", "--attr", "service.name=payment")
+	if !strings.Contains(out6, "payment") || !strings.Contains(out6, "POST /charge") || !strings.Contains(out6, "25.906ms") {
+		t.Errorf("--spans row:\n%s", out6)
+	}
 }
 
 // TestSearchOperationAndMaxDuration: --operation matches the root record
