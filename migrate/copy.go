@@ -28,7 +28,8 @@ type copier struct {
 	// recovered holds pieces found in the target past ck.Target: written
 	// by an interrupted run after its last checkpoint. They are recorded,
 	// not written again, when the copy meets them in the sources.
-	recovered map[pieceKey][16]byte
+	// A piece may be there several times (versions, in target order).
+	recovered map[pieceKey][][16]byte
 	verdicts  map[trace.TraceID]verdict
 }
 
@@ -137,30 +138,43 @@ func (c *copier) addChunk(store int, sc sourceChunk) error {
 			continue
 		}
 		k := keyOf(sp)
-		if _, dup := c.seen[k]; dup {
-			c.pending.Duplicates++
-			continue
-		}
-		if _, dup, err := m.state.seen(k); err != nil {
-			return err
-		} else if dup {
-			c.pending.Duplicates++
-			continue
-		}
 		h, err := m.hashPiece(sp)
 		if err != nil {
 			c.pending.InvalidSpans++
 			c.pending.warn(fmt.Sprintf("source store %s chunk at offset %d span %d: %v: skipped", m.p.Stores[store].Dir, sc.Off, i, err))
 			continue
 		}
+		// The current version of k: the last one written (in this batch,
+		// or recorded in the seen-set). An identical piece is a duplicate;
+		// a different one is a newer version, written after it.
+		prev, had := c.seen[k]
+		if !had {
+			sv, dup, err := m.state.seen(k)
+			if err != nil {
+				return err
+			}
+			prev, had = sv, dup
+		}
+		if had && prev.Hash == h {
+			c.pending.Duplicates++
+			continue
+		}
 		sv := seenValue{Hash: h, Loc: pieceLoc{Store: uint32(store), Offset: sc.Off, Index: uint32(i)}}
 		c.seen[k] = sv
-		c.pending.SpansWritten++
-		if rh, ok := c.recovered[k]; ok {
-			if rh != h {
+		if had {
+			c.pending.NewerVersions++
+		} else {
+			c.pending.SpansWritten++
+		}
+		if rh := c.recovered[k]; len(rh) > 0 {
+			if rh[0] != h {
 				return fmt.Errorf("%w: piece %s in the target past its checkpoint differs from the source's; remove the target and start again", errCorruptState, k)
 			}
-			delete(c.recovered, k)
+			if len(rh) == 1 {
+				delete(c.recovered, k)
+			} else {
+				c.recovered[k] = rh[1:]
+			}
 			continue
 		}
 		c.spans = append(c.spans, sp)
@@ -177,8 +191,8 @@ func (c *copier) flush(ctx context.Context, k, nextStore int, nextOff int64) err
 		if err := c.rotateFor(k); err != nil {
 			return err
 		}
-		if err := m.db.Append(ctx, c.spans); err != nil {
-			return fmt.Errorf("copy: append %d spans to the target: %w", len(c.spans), err)
+		if err := c.appendVersions(ctx); err != nil {
+			return err
 		}
 		if err := m.db.Sync(); err != nil {
 			return fmt.Errorf("copy: sync the target: %w", err)
@@ -211,6 +225,34 @@ func (c *copier) flush(ctx context.Context, k, nextStore int, nextOff int64) err
 	c.pending = Counters{}
 	c.bytes = 0
 	return m.opt.hook(StepCheckpoint)
+}
+
+// appendVersions appends the batch to the target in order. A batch may
+// hold several versions of a piece; each Append call holds at most one of
+// each, so that every call sees the version before it stored and indexed
+// (storedir then supersedes it, exactly as when the source daemon stored
+// the newer version).
+func (c *copier) appendVersions(ctx context.Context) error {
+	start := 0
+	inCall := make(map[pieceKey]struct{}, len(c.spans))
+	for i := 0; i <= len(c.spans); i++ {
+		if i < len(c.spans) {
+			k := keyOf(c.spans[i])
+			if _, again := inCall[k]; !again {
+				inCall[k] = struct{}{}
+				continue
+			}
+		}
+		if err := c.m.db.Append(ctx, c.spans[start:i]); err != nil {
+			return fmt.Errorf("copy: append %d spans to the target: %w", i-start, err)
+		}
+		if i < len(c.spans) {
+			clear(inCall)
+			inCall[keyOf(c.spans[i])] = struct{}{}
+		}
+		start = i
+	}
+	return nil
 }
 
 // rotateFor starts a new target store for source store k, unless the
@@ -286,20 +328,17 @@ func (c *copier) recoverTargetTail(ctx context.Context) error {
 				return fmt.Errorf("target store %s: %w", st.Dir, sc.Err)
 			}
 			for _, sp := range sc.Spans {
+				// A piece already in the seen-set is a newer version of
+				// it, written by the interrupted batch.
 				k := keyOf(sp)
-				if _, dup, err := m.state.seen(k); err != nil {
-					return err
-				} else if dup {
-					return fmt.Errorf("%w: target store %s holds piece %s twice", errCorruptState, st.Dir, k)
-				}
 				h, err := m.hashPiece(sp)
 				if err != nil {
 					return fmt.Errorf("target store %s chunk at offset %d: %w", st.Dir, sc.Off, err)
 				}
 				if c.recovered == nil {
-					c.recovered = map[pieceKey][16]byte{}
+					c.recovered = map[pieceKey][][16]byte{}
 				}
-				c.recovered[k] = h
+				c.recovered[k] = append(c.recovered[k], h)
 			}
 			return nil
 		}, func(chunk.BadRegion) error { return nil })

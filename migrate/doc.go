@@ -11,19 +11,31 @@
 // source store's traces.zts directly, chunk by chunk (chunk.Scanner), and
 // never its indexes, so it works when meta/ or text/ are missing or damaged.
 // Sources are taken store by store (ascending id), source directory by
-// source directory (in the order given). Each span piece — a stored span, or
+// source directory (in the order given): source order is manifest store
+// by manifest store, offsets ascending. Each span piece — a stored span, or
 // one chunk of a streamed span — is identified by (trace id, span id, chunk
-// number). A piece seen a second time (the same directory given twice,
-// directories of daemons that stored the same spans, at-least-once retries
-// inside one store) is written once: the first occurrence wins, exactly as
-// storedir.DB.GetTrace reads duplicates. Trace ids present in several sources
-// are therefore merged, not duplicated.
+// number). A piece seen again with identical content (the same directory
+// given twice, directories of daemons that stored the same spans,
+// at-least-once retries inside one store) is a duplicate and is not written
+// again. A piece seen again with different content is a newer version (see
+// "Versions" in package storedir): it is written after the version before
+// it, and storedir.DB.Append supersedes that one in the target exactly as
+// the daemon did in the source. So the target's current version of each
+// piece — what GetTrace and search return — is its last occurrence in
+// source order: within a source directory the version the daemon served,
+// and across directories a later directory's differing version. Older
+// versions stay in the target's data files (counted as NewerVersions when
+// written over), as in the source. A batch may hold several versions of a
+// piece; it is appended in calls holding at most one of each, so that each
+// call finds the version before it stored and indexed. Trace ids present
+// in several sources are merged, not duplicated.
 //
 // Filters work on whole traces. A trace is in the time range [since, until)
 // when its earliest span (over every source) starts in it; it is dropped by
 // --drop-attr k=v when any of its spans carries k=v as a span attribute or an
 // attribute of its root record — the attributes `search attr=k:v` matches.
-// Filtering needs a first pass over the sources (the plan) that records each
+// Every version of a span counts (an older version's start or attribute
+// too). Filtering needs a first pass over the sources (the plan) that records each
 // trace's start and drop decision.
 //
 // Pieces are written through storedir.DB.Append into the target data
@@ -37,8 +49,8 @@
 // The state of a migration lives in the target's .migrate/ directory, a
 // Pebble database holding: the parameters and the source manifest (every
 // source store with its data-file size), the plan, the seen-set (for every
-// piece written: a SHA-256 of its encoding and where in the sources it came
-// from), and the checkpoint (next source store and offset, counters, and how
+// piece: a SHA-256 of the encoding of the version written last and where
+// in the sources that version was first read), and the checkpoint (next source store and offset, counters, and how
 // far the target's data files are accounted for). Work is done in batches of
 // whole source chunks; after each batch the target is synced (DB.Sync) and
 // only then is the checkpoint committed, with the batch's seen-set entries,
@@ -48,23 +60,27 @@
 // with other parameters, or after a source changed, is refused. Pieces that
 // reached the target after the last checkpoint (the batch in flight when the
 // process died) are found by scanning the target's data files past the
-// checkpointed position; when the resumed copy meets them again in the
-// sources it records them instead of writing them twice. So killing migrate
-// at any moment and re-running it converges to a target holding every piece
-// exactly once.
+// checkpointed position (in target order, several versions of a piece
+// included); when the resumed copy meets them again in the sources, in the
+// same order, it records them instead of writing them twice. So killing
+// migrate at any moment and re-running it converges to the target an
+// uninterrupted run writes: each version once, the newest last.
 //
 // # Verification
 //
 // Before a migration is declared done, Verify checks that:
 //
 //   - every piece of the sources that the filters keep is in the seen-set,
-//     and the first occurrence of each has the content that was recorded;
-//     pieces the filters drop are not (a second pass over the sources);
-//   - every piece in the target's data files is in the seen-set with equal
-//     content, and none appears twice (a pass over the target);
+//     and the occurrence recorded there and every later one have the
+//     content that was recorded (so it is the last occurrence's); pieces
+//     the filters drop are not (a second pass over the sources);
+//   - every piece in the target's data files is in the seen-set; the
+//     copies of a piece, in target order, each differ from the one before
+//     (no piece written twice) and the last, the current version, has the
+//     recorded content (a pass over the target);
 //   - every trace is readable through storedir.DB.GetTrace, index included,
-//     with each span equal to the source's (pieces of streamed spans are
-//     assembled from the sources and compared);
+//     with each span equal to the source's newest version (pieces of
+//     streamed spans are assembled from the sources and compared);
 //   - recovery.VerifyDataDir — what `ztsctl verify` runs — finds no problem
 //     in the target.
 //

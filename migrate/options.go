@@ -44,8 +44,11 @@ const (
 
 // Options describe a migration.
 type Options struct {
-	// Sources are the data directories to read, in order; the same
-	// directory may be named twice (its pieces are then all duplicates).
+	// Sources are the data directories to read, in order: where they hold
+	// different versions of a piece, the last one in this order is the
+	// target's current version. The same directory may be named twice (its
+	// pieces are then duplicates, except that its superseded versions are
+	// written again, each before its newer one).
 	Sources []string
 	// Target is the new data directory. It must not exist, be empty, or
 	// hold an interrupted (or finished) migration with the same options.

@@ -42,6 +42,11 @@ type Counters struct {
 	SpansRead    int64 `json:"spans_read"` // pieces decoded from the sources
 	SpansWritten int64 `json:"spans_written"`
 	Duplicates   int64 `json:"duplicates_skipped"`
+	// NewerVersions counts pieces met again with different content (a
+	// span the source daemon stored again, superseding the earlier one):
+	// each is written after the earlier one, which it supersedes in the
+	// target as it did in the source. SpansWritten counts distinct pieces.
+	NewerVersions int64 `json:"newer_versions"`
 	// DroppedByTime and DroppedByAttr count pieces of traces the filters
 	// left out (a trace dropped by attribute counts there even when it
 	// is also outside the time range).
@@ -66,6 +71,7 @@ func (c *Counters) add(o Counters) {
 	c.SpansRead += o.SpansRead
 	c.SpansWritten += o.SpansWritten
 	c.Duplicates += o.Duplicates
+	c.NewerVersions += o.NewerVersions
 	c.DroppedByTime += o.DroppedByTime
 	c.DroppedByAttr += o.DroppedByAttr
 	c.InvalidSpans += o.InvalidSpans
@@ -111,9 +117,14 @@ type Verification struct {
 	// duplicates included; each was found in the seen-set.
 	SourcePieces int64 `json:"source_pieces"`
 	// Pieces is how many distinct pieces the target must hold, and
-	// TargetPieces how many its data files hold; equal when OK.
+	// TargetPieces how many its data files hold.
 	Pieces       int64 `json:"pieces"`
 	TargetPieces int64 `json:"target_pieces"`
+	// OlderVersions is how many of TargetPieces are superseded versions
+	// (a piece whose content changed in the sources keeps its older
+	// versions before the current one, as the source did); Pieces +
+	// OlderVersions = TargetPieces when OK.
+	OlderVersions int64 `json:"older_versions"`
 	// Traces is how many traces were read back through the target's
 	// indexes and compared span by span with the sources.
 	Traces int64 `json:"traces"`
@@ -202,6 +213,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.StoresRead, r.UpgradedStores, r.ChunksRead, float64(r.BytesRead)/1e6, r.SpansRead)
 	fmt.Fprintf(&b, "  wrote %d spans into %d stores (%.2f MB); skipped %d duplicates, %d by time, %d by attribute, %d invalid\n",
 		r.SpansWritten, r.TargetStores, float64(r.TargetBytes)/1e6, r.Duplicates, r.DroppedByTime, r.DroppedByAttr, r.InvalidSpans)
+	if r.NewerVersions > 0 {
+		fmt.Fprintf(&b, "  wrote %d newer versions of spans met before (each supersedes the earlier one, as in the source)\n", r.NewerVersions)
+	}
 	if r.BadRegionsTotal > 0 || r.BadChunks > 0 {
 		fmt.Fprintf(&b, "  LOST: %d bad regions and %d undecodable chunks of the sources were skipped\n", r.BadRegionsTotal, r.BadChunks)
 		for _, br := range r.BadRegions {

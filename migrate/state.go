@@ -19,10 +19,12 @@ import (
 //
 //	'm' name          metadata: params, plan-done, checkpoint, stage, report (JSON)
 //	'p' traceID       plan entry: earliest start (int64 BE) | flags (1 byte)
-//	's' pieceKey      seen-set: SHA-256/128 of the piece's encoding | manifest index (u32) |
-//	                  chunk offset (int64) | span index in the chunk (u32)
-//	'v' pieceKey loc  verification: the piece was found in the target, at
-//	                  target store (u32) | chunk offset (int64) | span index (u32)
+//	's' pieceKey      seen-set: SHA-256/128 of the encoding of the piece's version
+//	                  written last | where that version was first read: manifest
+//	                  index (u32) | chunk offset (int64) | span index in the chunk (u32)
+//	'v' pieceKey loc  verification: a version of the piece was found in the target,
+//	                  at target store (u32) | chunk offset (int64) | span index (u32);
+//	                  the value is its SHA-256/128
 //
 // A pieceKey is traceID (16) | spanID (u64 BE) | chunk number (u32 BE), so
 // the seen-set iterates grouped by trace.
@@ -77,7 +79,20 @@ type pieceLoc struct {
 	Index  uint32
 }
 
-// seenValue is a seen-set entry.
+// before reports whether l comes before o in source order (manifest
+// stores in copy order, chunk offsets, spans in a chunk).
+func (l pieceLoc) before(o pieceLoc) bool {
+	if l.Store != o.Store {
+		return l.Store < o.Store
+	}
+	if l.Offset != o.Offset {
+		return l.Offset < o.Offset
+	}
+	return l.Index < o.Index
+}
+
+// seenValue is a seen-set entry: the version of the piece written last,
+// where it was first read (Loc) and its hash.
 type seenValue struct {
 	Hash [16]byte
 	Loc  pieceLoc

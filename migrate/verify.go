@@ -48,8 +48,8 @@ func (m *migration) verify(ctx context.Context) (*Verification, error) {
 	if err := m.verifyReads(ctx, v); err != nil {
 		return nil, err
 	}
-	if v.Pieces != v.TargetPieces {
-		v.problem("the target holds %d pieces, the sources %d", v.TargetPieces, v.Pieces)
+	if v.Pieces+v.OlderVersions != v.TargetPieces {
+		v.problem("the target holds %d pieces, the sources %d and %d older versions", v.TargetPieces, v.Pieces, v.OlderVersions)
 	}
 	// recovery's verify: chunks, master checksums, and both indexes
 	// against the data files, exactly as `ztsctl verify` checks them.
@@ -71,7 +71,7 @@ func (m *migration) verify(ctx context.Context) (*Verification, error) {
 }
 
 // verifySources re-reads the sources: every piece the filters keep must be
-// in the seen-set, its first occurrence with the recorded content; no piece
+// in the seen-set, its last occurrence with the recorded content; no piece
 // the filters drop may be.
 func (m *migration) verifySources(ctx context.Context, v *Verification, done *int64, total int64) error {
 	verdicts := map[trace.TraceID]verdict{}
@@ -113,8 +113,17 @@ func (m *migration) verifySources(ctx context.Context, v *Verification, done *in
 					v.problem("piece %s of %s (chunk at %d) is missing from the target", key, st.Dir, sc.Off)
 					continue
 				}
-				if sv.Loc == (pieceLoc{Store: uint32(k), Offset: sc.Off, Index: uint32(i)}) && sv.Hash != h {
-					v.problem("piece %s of %s (chunk at %d): the source differs from what was copied", key, st.Dir, sc.Off)
+				// The seen-set holds the version written last, from its
+				// first occurrence on: that one and every later
+				// occurrence must equal it (earlier ones are older
+				// versions), so the target's current version is the
+				// sources' last occurrence.
+				if loc := (pieceLoc{Store: uint32(k), Offset: sc.Off, Index: uint32(i)}); !loc.before(sv.Loc) && sv.Hash != h {
+					if loc == sv.Loc {
+						v.problem("piece %s of %s (chunk at %d): the source differs from what was copied", key, st.Dir, sc.Off)
+					} else {
+						v.problem("piece %s of %s (chunk at %d): a newer version than the one copied", key, st.Dir, sc.Off)
+					}
 				}
 			}
 			return nil
@@ -128,8 +137,9 @@ func (m *migration) verifySources(ctx context.Context, v *Verification, done *in
 }
 
 // verifyTargetPieces reads the target's data files: every piece must be in
-// the seen-set with equal content. Where each was found is recorded under
-// 'v', so that verifyReads finds pieces missing or present twice.
+// the seen-set. Where each was found is recorded under 'v', with its hash,
+// so that verifyReads finds pieces missing, written twice in a row, or
+// whose current (last) version differs from the recorded one.
 func (m *migration) verifyTargetPieces(ctx context.Context, v *Verification, targets []sourceStore, done *int64, total int64) error {
 	for _, st := range targets {
 		base := *done
@@ -143,7 +153,7 @@ func (m *migration) verifyTargetPieces(ctx context.Context, v *Verification, tar
 			for i, sp := range sc.Spans {
 				v.TargetPieces++
 				key := keyOf(sp)
-				sv, ok, err := m.state.seen(key)
+				_, ok, err := m.state.seen(key)
 				if err != nil {
 					return err
 				}
@@ -156,10 +166,7 @@ func (m *migration) verifyTargetPieces(ctx context.Context, v *Verification, tar
 					v.problem("target store %s chunk at %d piece %s: %v", st.Dir, sc.Off, key, err)
 					continue
 				}
-				if h != sv.Hash {
-					v.problem("target store %s chunk at %d: piece %s differs from the source's", st.Dir, sc.Off, key)
-				}
-				b.set(prefixVerify, verifyKey(key, pieceLoc{Store: st.ID, Offset: sc.Off, Index: uint32(i)}), nil)
+				b.set(prefixVerify, verifyKey(key, pieceLoc{Store: st.ID, Offset: sc.Off, Index: uint32(i)}), h[:])
 			}
 			return b.commit(false)
 		}, func(br chunk.BadRegion) error {
@@ -197,10 +204,15 @@ func (m *migration) verifyReads(ctx context.Context, v *Verification) error {
 	}
 	defer found.Close()
 	found.First()
-	// copies counts the 'v' entries of piece k, skipping any before it
-	// (pieces not from the sources, reported by verifyTargetPieces).
-	copies := func(k pieceKey) int {
+	// copies checks the 'v' entries of piece k (its copies in the
+	// target, in target order), skipping any before it (pieces not from
+	// the sources, reported by verifyTargetPieces): each must differ from
+	// the one before it (older versions stay, an identical copy is a
+	// piece written twice) and the last, the version GetTrace serves,
+	// must be the recorded one. It returns how many there are.
+	copies := func(k pieceKey, want [16]byte) (int, error) {
 		n := 0
+		var prev []byte
 		for ; found.Valid(); found.Next() {
 			key := found.Key()
 			if len(key) < 1+len(k) {
@@ -210,11 +222,23 @@ func (m *migration) verifyReads(ctx context.Context, v *Verification) error {
 			if c > 0 {
 				break
 			}
-			if c == 0 {
-				n++
+			if c != 0 {
+				continue
 			}
+			h := found.Value()
+			if len(h) != len(want) {
+				return 0, fmt.Errorf("%w: verification entry of piece %s holds %d bytes", errCorruptState, k, len(h))
+			}
+			if n > 0 && bytes.Equal(h, prev) {
+				v.problem("piece %s is in the target's data files twice in a row", k)
+			}
+			prev = append(prev[:0], h...)
+			n++
 		}
-		return n
+		if n > 0 && !bytes.Equal(prev, want[:]) {
+			v.problem("piece %s: the target's current version differs from the source's last", k)
+		}
+		return n, nil
 	}
 	var group []expectedPiece
 	check := func() error {
@@ -235,12 +259,14 @@ func (m *migration) verifyReads(ctx context.Context, v *Verification) error {
 			}
 		}
 		v.Pieces++
-		switch n := copies(k); n {
-		case 1:
-		case 0:
+		n, err := copies(k, sv.Hash)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
 			v.problem("piece %s is not in the target's data files", k)
-		default:
-			v.problem("piece %s is in the target's data files %d times", k, n)
+		} else {
+			v.OlderVersions += int64(n - 1)
 		}
 		group = append(group, expectedPiece{k, sv})
 		m.opt.progress(PhaseReads, v.Pieces, ck.Counters.SpansWritten)
