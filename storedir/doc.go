@@ -43,7 +43,9 @@
 // identical to the current version (the same chunk payload when encoded
 // alone) is dropped from the request: it is durable and indexed already,
 // so a retried request or a re-imported file adds nothing to the data
-// files, the counters or the results. A different span is a new version:
+// files, the counters or the results. A request holding several copies of a
+// slot writes only its last one (the earlier ones would be superseded by
+// it at once). A different span is a new version:
 // it is appended, and the store holding the old one is first marked (the
 // file "superseded" in the store directory, fsynced; it sits beside the
 // indexes, so rebuilding them keeps it). Two requests that carry the same

@@ -149,7 +149,20 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], i)
 	}
 	drop := make([]bool, len(spans))
-	// In-request duplicates: the later one is the newer version.
+	// In-request duplicates: the later one is the newer version, and the
+	// request's last copy of a slot is what it leaves current. Earlier
+	// copies would be superseded by it at once, so they are not written:
+	// comparing them with the stored version could otherwise drop the last
+	// copy as identical to it and leave an earlier, different copy current.
+	last := make(map[versionKey]int, len(spans))
+	for i, sp := range spans {
+		last[keyOf(sp)] = i
+	}
+	for i, sp := range spans {
+		if last[keyOf(sp)] != i {
+			drop[i] = true
+		}
+	}
 	type found struct {
 		store *Store
 		ref   index.SpanRef
@@ -187,6 +200,9 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 			}
 		}
 		for _, i := range idx {
+			if drop[i] {
+				continue
+			}
 			sp := spans[i]
 			f, ok := current[keyOf(sp)]
 			if !ok {

@@ -291,3 +291,34 @@ func TestRotationRetriedAfterFailedCreate(t *testing.T) {
 		t.Fatalf("%d stores, want 2", n)
 	}
 }
+
+// TestRequestLastCopyWins: a request holding two versions of a slot, the
+// last identical to the stored one ([B, A] with A stored), leaves A
+// current: the request's last copy wins, as it would written alone. Before,
+// A was dropped as identical and B, the earlier copy, became current.
+func TestRequestLastCopyWins(t *testing.T) {
+	db := openTestDB(t, t.TempDir(), testOptions())
+	defer db.Close()
+	ctx := context.Background()
+	a := genWorkload(43, 1)[0]
+	if err := db.Append(ctx, []*trace.Span{a}); err != nil {
+		t.Fatal(err)
+	}
+	b := genWorkload(43, 1)[0]
+	b.DurationNS++
+	b.Attrs = append(b.Attrs, trace.Attr{Key: "version", Value: trace.Int(2)})
+	if err := db.Append(ctx, []*trace.Span{b, genWorkload(43, 1)[0]}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.GetSpan(ctx, a.TraceID, a.SpanID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := trace.Diff(a, got); d != "" {
+		t.Fatalf("GET after [B, A]: want A (the request's last copy): %s", d)
+	}
+	rows := searchAll(t, db, Query{Spans: true, Limit: 100})
+	if len(rows) != 1 || rows[0].DurationNS != a.DurationNS {
+		t.Fatalf("search after [B, A]: %d rows, want A once: %+v", len(rows), rows)
+	}
+}
