@@ -595,42 +595,28 @@ func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cu
 // are more, which ones is unspecified: a store lists its keys in text-id
 // order). Each store costs one index seek per distinct key.
 func (db *DB) AttributeKeys(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		limit = 1000
-	}
-	stores, release := db.snapshot()
-	defer release()
-	set := map[string]bool{}
-	for _, s := range stores {
-		ids, err := s.meta.AttrKeys(limit)
-		if err != nil {
-			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
-		}
-		for _, id := range ids {
-			k, err := s.text.String(id)
-			if err != nil {
-				return nil, fmt.Errorf("store %s: text id %d: %w", StoreName(s.id), id, err)
-			}
-			set[k] = true
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return db.distinctStrings(ctx, limit, func(s *Store) ([]uint64, error) {
+		return s.meta.AttrKeys(limit)
+	})
 }
 
 // AttributeValues lists distinct values of an attribute key across stores,
 // sorted, at most limit.
 func (db *DB) AttributeValues(ctx context.Context, key string, limit int) ([]string, error) {
+	return db.distinctStrings(ctx, limit, func(s *Store) ([]uint64, error) {
+		k, ok, err := s.text.Lookup(key)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return s.meta.AttrValues(k, limit)
+	})
+}
+
+// distinctStrings merges the text ids that list names in each store into
+// the distinct strings they stand for, sorted, at most limit (<= 0: 1000).
+// A store whose index is found damaged is left out and rebuilt, as a search
+// leaves it out.
+func (db *DB) distinctStrings(ctx context.Context, limit int, list func(*Store) ([]uint64, error)) ([]string, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -638,23 +624,20 @@ func (db *DB) AttributeValues(ctx context.Context, key string, limit int) ([]str
 	defer release()
 	set := map[string]bool{}
 	for _, s := range stores {
-		k, ok, err := s.text.Lookup(key)
+		ids, err := list(s)
 		if err != nil && isIndexDamage(err) {
 			db.indexDamaged(s, err)
 			continue
 		}
 		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		ids, err := s.meta.AttrValues(k, limit)
-		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
 		}
 		for _, id := range ids {
 			v, err := s.text.String(id)
+			if err != nil && isIndexDamage(err) {
+				db.indexDamaged(s, err)
+				break
+			}
 			if err != nil {
 				return nil, fmt.Errorf("store %s: text id %d: %w", StoreName(s.id), id, err)
 			}
