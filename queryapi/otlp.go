@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -525,42 +524,7 @@ func appendAnyValueJSON(b []byte, v *trace.Value, depth int) []byte {
 	return append(b, '}')
 }
 
-// AppendJSONString appends s as a JSON string (invalid UTF-8 replaced).
-func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
+// AppendJSONString appends s as a JSON string, as Trace JSON does.
+func AppendJSONString(b []byte, s string) []byte { return trace.AppendJSONString(b, s) }
 
-func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else if r == '\u2028' || r == '\u2029' {
-			b = append(b, `\u202`...)
-			b = append(b, hexDigits[r&0xf])
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
-}
+func appendJSONString(b []byte, s string) []byte { return trace.AppendJSONString(b, s) }

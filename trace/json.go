@@ -375,6 +375,10 @@ func appendSpanIDHex(b []byte, id SpanID) []byte {
 	return b
 }
 
+// AppendJSONString appends s as a JSON string, as Trace JSON writes every
+// string (the query APIs write theirs with it too).
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
+
 // appendJSONString writes s as a JSON string. Invalid UTF-8 is written as
 // U+FFFD; control characters, U+2028 and U+2029 are escaped.
 func appendJSONString(b []byte, s string) []byte {
