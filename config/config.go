@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -78,13 +79,68 @@ type Config struct {
 	LogFormat string `toml:"log_format"`
 	// Pprof serves net/http/pprof under /debug/pprof/ on the socket API.
 	Pprof bool `toml:"pprof"`
+	// QueryOnly runs the daemon with no local writes: it serves the API
+	// over every node's stores in [object_store]'s bucket (ztsd --query).
+	QueryOnly bool `toml:"query_only"`
 
 	Store     StoreConfig     `toml:"store"`
 	Retention RetentionConfig `toml:"retention"`
 	Limits    LimitsConfig    `toml:"limits"`
 	Access    AccessConfig    `toml:"access"`
 	Zorka     ZorkaConfig     `toml:"zorka"`
+	// ObjectStore tiers sealed stores to an S3-compatible bucket; it is
+	// off while Bucket is empty.
+	ObjectStore ObjectStoreConfig `toml:"object_store"`
 }
+
+// ObjectStoreConfig is where sealed stores are uploaded and read from:
+// <prefix>/<node>/<store id>/ in an S3-compatible bucket. Credentials come
+// from the AWS SDK's standard chain (AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY in the environment, or a shared credentials file,
+// Profile selecting its section); they are never part of this file.
+type ObjectStoreConfig struct {
+	// Endpoint is the S3 API's URL ("https://s3.example.com",
+	// "http://127.0.0.1:7070"); empty uses AWS's endpoint for Region.
+	Endpoint string `toml:"endpoint"`
+	// Bucket holds the stores; empty turns tiering off.
+	Bucket string `toml:"bucket"`
+	// Prefix is prepended to every key ("ztsd" puts stores under ztsd/).
+	Prefix string `toml:"prefix"`
+	// Region is the bucket's region (signing needs one; "us-east-1" for
+	// most S3-compatible servers).
+	Region string `toml:"region"`
+	// PathStyle addresses the bucket as endpoint/bucket/key instead of
+	// bucket.endpoint/key (most self-hosted servers need it).
+	PathStyle bool `toml:"path_style"`
+	// Profile names the section of the shared credentials file to use;
+	// empty uses the SDK's default.
+	Profile string `toml:"profile"`
+	// TLSCAFile, if set, is a PEM file of CA certificates trusted for the
+	// endpoint (besides the system's).
+	TLSCAFile string `toml:"tls_ca_file"`
+	// TLSInsecureSkipVerify accepts any certificate (tests only).
+	TLSInsecureSkipVerify bool `toml:"tls_insecure_skip_verify"`
+	// Node names this daemon's stores in the bucket; empty uses the host
+	// name. Every ingesting daemon sharing a bucket needs its own.
+	Node string `toml:"node"`
+	// LocalMaxStores, LocalMaxTotalSize and LocalMaxAge remove the local
+	// copies of the oldest sealed stores whose upload is verified while any
+	// is exceeded (0 means unlimited); [retention] then applies to the
+	// bucket.
+	LocalMaxStores    int      `toml:"local_max_stores"`
+	LocalMaxTotalSize Size     `toml:"local_max_total_size"`
+	LocalMaxAge       Duration `toml:"local_max_age"`
+	// CacheDir holds remote stores' index files (default
+	// <data_dir>/remote-cache); CacheMaxSize bounds it (LRU).
+	CacheDir     string `toml:"cache_dir"`
+	CacheMaxSize Size   `toml:"cache_max_size"`
+	// DiscoverInterval is how often the bucket's manifests are listed to
+	// find stores other nodes uploaded.
+	DiscoverInterval Duration `toml:"discover_interval"`
+}
+
+// Enabled reports whether tiering to a bucket is configured.
+func (o ObjectStoreConfig) Enabled() bool { return o.Bucket != "" }
 
 // StoreConfig shapes new stores; existing stores keep what their
 // config.props says.
@@ -217,6 +273,11 @@ func Default() Config {
 			MemoryBudget:        1 << 30,
 		},
 		Zorka: ZorkaConfig{SessionIdleTimeout: Duration(2 * time.Minute)},
+		ObjectStore: ObjectStoreConfig{
+			Region:           "us-east-1",
+			CacheMaxSize:     1 << 30,
+			DiscoverInterval: Duration(30 * time.Second),
+		},
 	}
 }
 
@@ -495,6 +556,40 @@ func (c Config) validate() []*KeyError {
 
 	if c.Zorka.SessionIdleTimeout <= 0 {
 		bad("zorka.session_idle_timeout", "%s is not positive", c.Zorka.SessionIdleTimeout)
+	}
+
+	o := c.ObjectStore
+	if o.Endpoint != "" {
+		if u, err := url.Parse(o.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("object_store.endpoint", "%q is not an http:// or https:// URL", o.Endpoint)
+		}
+	}
+	if strings.ContainsAny(o.Bucket, "/ ") {
+		bad("object_store.bucket", "%q is not a bucket name", o.Bucket)
+	}
+	if strings.HasPrefix(o.Prefix, "/") || strings.Contains(o.Prefix, "//") {
+		bad("object_store.prefix", "%q: a key prefix has no leading or doubled /", o.Prefix)
+	}
+	if strings.ContainsAny(o.Node, "/ ") {
+		bad("object_store.node", "%q: a node name has no / or space", o.Node)
+	}
+	if o.LocalMaxStores < 0 {
+		bad("object_store.local_max_stores", "%d is negative (0 means unlimited)", o.LocalMaxStores)
+	}
+	if o.LocalMaxTotalSize < 0 {
+		bad("object_store.local_max_total_size", "negative (0 means unlimited)")
+	}
+	if o.LocalMaxAge < 0 {
+		bad("object_store.local_max_age", "negative (0 means unlimited)")
+	}
+	if o.CacheMaxSize < 1<<20 {
+		bad("object_store.cache_max_size", "%s is less than 1MiB", o.CacheMaxSize)
+	}
+	if o.DiscoverInterval < Duration(time.Second) {
+		bad("object_store.discover_interval", "%s is less than 1s", o.DiscoverInterval)
+	}
+	if c.QueryOnly && !o.Enabled() {
+		bad("query_only", "needs object_store.bucket: a query node serves the stores in a bucket")
 	}
 	return errs
 }

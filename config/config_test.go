@@ -59,6 +59,7 @@ log_level = "debug"
 log_format = "json"
 pprof = true
 ui = false
+query_only = true
 [store]
 compression = "zlib"
 checksums = false
@@ -88,6 +89,22 @@ read_gids = [50]
 write_gids = [51, 52]
 [zorka]
 session_idle_timeout = "90s"
+[object_store]
+endpoint = "http://127.0.0.1:7070"
+bucket = "traces"
+prefix = "fleet/ztsd"
+region = "eu-west-1"
+path_style = true
+profile = "ztsd"
+tls_ca_file = "/etc/ztsd/ca.pem"
+tls_insecure_skip_verify = true
+node = "web-1"
+local_max_stores = 4
+local_max_total_size = "10GiB"
+local_max_age = "2d"
+cache_dir = "/var/cache/ztsd"
+cache_max_size = "4GiB"
+discover_interval = "10s"
 `
 	got, err := Parse(strings.NewReader(in), "full.toml")
 	if err != nil {
@@ -96,7 +113,7 @@ session_idle_timeout = "90s"
 	want := Config{
 		DataDir: "/srv/ztsd", Socket: "/run/z.sock", SocketMode: "0600", SocketGroup: "tracers",
 		Listen: "127.0.0.1:9411", UI: false, OTLPGRPCListen: "0.0.0.0:4317", Sync: SyncAlways,
-		BatchMaxDelay: Duration(5 * time.Millisecond), LogLevel: LogDebug, LogFormat: LogJSON, Pprof: true,
+		BatchMaxDelay: Duration(5 * time.Millisecond), LogLevel: LogDebug, LogFormat: LogJSON, Pprof: true, QueryOnly: true,
 		Store: StoreConfig{Compression: CompressionZlib, Checksums: false, MaxStoreSize: 2 << 30,
 			MaxStoreAge: Duration(7 * 24 * time.Hour), ChunkTargetSize: 256 << 10},
 		Retention: RetentionConfig{MaxStores: 16, MaxTotalSize: 50e9, MaxAge: Duration(14 * 24 * time.Hour)},
@@ -106,6 +123,10 @@ session_idle_timeout = "90s"
 		Access: AccessConfig{ReadUIDs: []uint32{1000, 1001}, WriteUIDs: []uint32{1002}, ReadGIDs: []uint32{50},
 			WriteGIDs: []uint32{51, 52}},
 		Zorka: ZorkaConfig{SessionIdleTimeout: Duration(90 * time.Second)},
+		ObjectStore: ObjectStoreConfig{Endpoint: "http://127.0.0.1:7070", Bucket: "traces", Prefix: "fleet/ztsd",
+			Region: "eu-west-1", PathStyle: true, Profile: "ztsd", TLSCAFile: "/etc/ztsd/ca.pem", TLSInsecureSkipVerify: true,
+			Node: "web-1", LocalMaxStores: 4, LocalMaxTotalSize: 10 << 30, LocalMaxAge: Duration(48 * time.Hour),
+			CacheDir: "/var/cache/ztsd", CacheMaxSize: 4 << 30, DiscoverInterval: Duration(10 * time.Second)},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse =\n%+v\nwant\n%+v", got, want)
@@ -310,7 +331,7 @@ func TestDiff(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	keys := Keys()
-	if len(keys) != 36 || keys[0] != "data_dir" || keys[len(keys)-1] != "zorka.session_idle_timeout" {
+	if len(keys) != 52 || keys[0] != "data_dir" || keys[len(keys)-1] != "object_store.discover_interval" {
 		t.Errorf("Keys() = %d keys %q", len(keys), keys)
 	}
 }
