@@ -7,7 +7,7 @@ FUZZTIME  ?= 30s
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 SOAK_ITER ?= 500
 
-.PHONY: all build run test vet fuzz soak compat recovery-speed bench bench-large install clean
+.PHONY: all build run test vet tools fuzz soak compat recovery-speed bench bench-large install clean
 
 all: build
 
@@ -24,12 +24,22 @@ run: build
 vet:
 	$(GO) vet ./...
 
+# tools builds the programs the tests run, outside ztsd's go.mod, into
+# TOOLS: versitygw, the S3 server the object-store tests run against
+# (internal/s3test finds it there, or where ZTSD_VERSITYGW says).
+TOOLS         ?= $(CURDIR)/.tools
+VERSITYGW_VER ?= v1.8.0
+tools: $(TOOLS)/versitygw
+$(TOOLS)/versitygw:
+	GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VER)
+
 # The CI test command: vet; every library package with the race detector
 # (fuzz seed corpora run as ordinary tests); the end-to-end tests that
 # start real ztsd/ztsctl binaries, built normally; and the concurrent
 # writers-and-searchers test once more against a race-built daemon.
 LIB_PKGS = $(shell $(GO) list ./... | grep -v -e '/cmd/' -e '/e2e$$')
-test: vet
+test: export ZTSD_VERSITYGW ?= $(TOOLS)/versitygw
+test: vet tools
 	$(GO) test -race -timeout 20m $(LIB_PKGS)
 	$(GO) test -timeout 20m ./cmd/... ./e2e/
 	$(GO) test -race -timeout 20m -run '^TestConcurrentWritersAndSearchers$$' ./cmd/ztsd/

@@ -1,0 +1,255 @@
+// Package s3test runs a real S3 server for tests: a versitygw process
+// (posix backend, listening on 127.0.0.1, root credentials passed through
+// its environment) on a temporary directory, with a fresh bucket.
+//
+// The versitygw binary is built outside ztsd's go.mod by `make tools`
+// (into .tools/ at the module root); ZTSD_VERSITYGW names another one.
+// Without it a test is skipped, except under CI=true, where it fails: the
+// acceptance runs against the real server.
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/objstore"
+)
+
+// EnvBinary names the versitygw binary to run (default: .tools/versitygw
+// at the module root).
+const EnvBinary = "ZTSD_VERSITYGW"
+
+// Server is one running versitygw.
+type Server struct {
+	t testing.TB
+	// Endpoint is the S3 API's URL, "http://127.0.0.1:<port>".
+	Endpoint string
+	// AccessKey and SecretKey are the root credentials.
+	AccessKey, SecretKey string
+	// BucketName is the bucket Start created.
+	BucketName string
+	// Root is the posix backend's directory (a bucket is a directory in it).
+	Root string
+
+	bin  string
+	addr string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	out  *syncWriter
+	done chan struct{}
+}
+
+// Binary returns the versitygw binary's path; it skips t (fails it under
+// CI=true) when there is none.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin := os.Getenv(EnvBinary)
+	if bin == "" {
+		bin = filepath.Join(moduleRoot(), ".tools", "versitygw")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		msg := fmt.Sprintf("no versitygw at %s (run `make tools`, or set %s): %v", bin, EnvBinary, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Start runs a versitygw for t (stopped at t's cleanup) and creates a
+// fresh bucket in it.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary(t)
+	s := &Server{t: t, bin: bin, Root: t.TempDir(), AccessKey: "ztsdtest" + randHex(4), SecretKey: randHex(20),
+		BucketName: "ztsd-" + randHex(6)}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if s.addr, err = freeAddr(); err != nil {
+			t.Fatal(err)
+		}
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("versitygw: %v", err)
+	}
+	s.Endpoint = "http://" + s.addr
+	t.Cleanup(s.Stop)
+	b := s.Bucket(t).(*objstore.S3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.CreateBucket(ctx); err != nil {
+		t.Fatalf("versitygw: %v\n%s", err, s.Output())
+	}
+	return s
+}
+
+// start runs the process and waits until it accepts connections.
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin, "--port", s.addr, "--quiet", "posix", s.Root)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	out := &syncWriter{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("exited at start: %s", out)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("not listening on %s after 20s: %s", s.addr, out)
+		}
+	}
+	s.mu.Lock()
+	s.cmd, s.out, s.done = cmd, out, done
+	s.mu.Unlock()
+	return nil
+}
+
+// Stop kills the server (its data stays in Root; Restart serves it again).
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-done
+}
+
+// Restart starts the server again on the same address and directory.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	var err error
+	for attempt := 0; attempt < 50; attempt++ { // the port may linger briefly
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("versitygw restart: %v", err)
+}
+
+// Output is what the server printed.
+func (s *Server) Output() string {
+	s.mu.Lock()
+	out := s.out
+	s.mu.Unlock()
+	if out == nil {
+		return ""
+	}
+	return out.String()
+}
+
+// Config is an [object_store] section for the server's bucket (no
+// credentials: they go through Options or Env).
+func (s *Server) Config() config.ObjectStoreConfig {
+	c := config.Default().ObjectStore
+	c.Endpoint = s.Endpoint
+	c.Bucket = s.BucketName
+	c.Region = "us-east-1"
+	c.PathStyle = true
+	return c
+}
+
+// Options are the objstore options that carry the credentials.
+func (s *Server) Options() []objstore.Option {
+	return []objstore.Option{objstore.WithStaticCredentials(s.AccessKey, s.SecretKey)}
+}
+
+// Env is the environment a daemon needs for the SDK's standard chain to
+// find the credentials.
+func (s *Server) Env() []string {
+	return []string{"AWS_ACCESS_KEY_ID=" + s.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
+		"AWS_EC2_METADATA_DISABLED=true"}
+}
+
+// Bucket opens the server's bucket (extra options after the credentials).
+func (s *Server) Bucket(t testing.TB, opts ...objstore.Option) objstore.Bucket {
+	t.Helper()
+	b, err := objstore.NewS3(context.Background(), s.Config(), append(s.Options(), opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(errors.New("crypto/rand failed"))
+	}
+	return hex.EncodeToString(b)
+}
+
+// syncWriter collects the process's output; it keeps the last 64 KiB.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() > 64<<10 {
+		rest := append([]byte(nil), w.b.Bytes()[w.b.Len()-32<<10:]...)
+		w.b.Reset()
+		w.b.Write(rest)
+	}
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
