@@ -633,10 +633,15 @@ func (c *Client) Health(ctx context.Context) error {
 
 // HealthStatus is the daemon's /healthz answer.
 type HealthStatus struct {
-	// Status is "ok", or "degraded" when some stores are not served.
+	// Status is "ok", "degraded" when some stores are not served, or
+	// "catching_up" while stores re-index, in the background, what a
+	// restart found not indexed (reads of that part are missing).
 	Status string `json:"status"`
 	// Stores lists the stores not served, with the reason.
 	Stores []StoreInfo `json:"stores"`
+	// CatchingUp lists the stores re-indexing in the background, with
+	// the bytes left (IndexLag).
+	CatchingUp []StoreInfo `json:"catching_up"`
 	// ReadOnly says why the daemon takes no writes (it started on a
 	// full disk).
 	ReadOnly string `json:"read_only"`

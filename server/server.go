@@ -771,10 +771,16 @@ func (s *Server) handleStores(w http.ResponseWriter, r *http.Request) error {
 // the daemon serves, but the stores listed are not served — quarantined,
 // being rebuilt or set aside; /v1/stores has the same entries — or it
 // started read-only on a full disk, ReadOnly says why), or
-// "shutting_down" (503).
+// "shutting_down" (503). Status "catching_up" (200) says the daemon
+// serves every store but some re-index, in the background, the part of
+// their data file a restart found not indexed (a kill -9): CatchingUp
+// lists them with the bytes left (index_lag_bytes); reads of that part
+// are missing until then and their answers say so in their warnings.
 type HealthResponse struct {
 	Status string          `json:"status"`
 	Stores []storedir.Info `json:"stores,omitempty"`
+	// CatchingUp lists the stores being re-indexed in the background.
+	CatchingUp []storedir.Info `json:"catching_up,omitempty"`
 	// ReadOnly says why the daemon takes no writes (started on a full
 	// disk); the status is then "degraded".
 	ReadOnly string `json:"read_only,omitempty"`
@@ -784,8 +790,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if s.shutting.Load() {
 		return writeJSON(w, http.StatusServiceUnavailable, HealthResponse{Status: "shutting_down"})
 	}
+	catching := s.db.CatchingUp()
 	if bad, ro := s.db.Degraded(), s.db.ReadOnly(); len(bad) > 0 || ro != "" {
-		return writeJSON(w, http.StatusOK, HealthResponse{Status: "degraded", Stores: bad, ReadOnly: ro})
+		return writeJSON(w, http.StatusOK, HealthResponse{Status: "degraded", Stores: bad, ReadOnly: ro, CatchingUp: catching})
+	}
+	if len(catching) > 0 {
+		return writeJSON(w, http.StatusOK, HealthResponse{Status: "catching_up", CatchingUp: catching})
 	}
 	return writeJSON(w, http.StatusOK, HealthResponse{Status: "ok"})
 }

@@ -96,6 +96,8 @@ type Options struct {
 	// replayCheckpoint and replayed: see storeOptions (tests only).
 	replayCheckpoint int64
 	replayed         func(next int64)
+	// syncCatchUp: see storeOptions (tests only).
+	syncCatchUp int64
 }
 
 // Observer is told about each group commit (for metrics).
@@ -174,8 +176,10 @@ type DB struct {
 }
 
 // Open takes the data directory's lock, removes leftovers of interrupted
-// deletions, opens every store (re-indexing each from its watermarks) and
-// starts the committer.
+// deletions, opens every store (re-indexing each from its watermarks; a
+// store whose indexes lag by more than a moment's work serves at once and
+// is re-indexed in the background, see startCatchUp) and starts the
+// committer.
 func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	opt.fill()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -198,7 +202,11 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 		return nil, err
 	}
 	for _, s := range db.stores {
-		s.fillFilter(db.bg)
+		if s.catching.Load() {
+			db.startCatchUp(s)
+		} else {
+			s.fillFilter(db.bg)
+		}
 	}
 	go db.committer()
 	return db, nil
@@ -250,7 +258,7 @@ func unlockDir(f *os.File) {
 func (db *DB) storeOptions() storeOptions {
 	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now,
 		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed, readOnly: db.readOnly != "",
-		maxStoreSize: db.opt.MaxStoreSize}
+		maxStoreSize: db.opt.MaxStoreSize, syncCatchUp: db.opt.syncCatchUp}
 }
 
 func (db *DB) openStores(ctx context.Context) error {
@@ -305,15 +313,17 @@ func (db *DB) openStores(ctx context.Context) error {
 	if db.readOnly != "" {
 		return nil // no sealing, no new store, no retention: nothing written
 	}
+	// A store catching up in the background is sealed (or made current)
+	// when it is done: sealing needs its torn tail cut first.
 	for i, s := range db.stores {
 		newest := i == len(db.stores)-1 && s.id+1 == db.storeSeq
-		if !newest && !s.Sealed() {
+		if !newest && !s.Sealed() && !s.catching.Load() {
 			if err := s.seal(); err != nil {
 				return err
 			}
 		}
 	}
-	if n := len(db.stores); n > 0 && !db.stores[n-1].Sealed() {
+	if n := len(db.stores); n > 0 && !db.stores[n-1].Sealed() && !db.stores[n-1].catching.Load() {
 		db.current = db.stores[n-1]
 	}
 	// Retention otherwise runs at rotation only; a daemon killed

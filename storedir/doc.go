@@ -127,11 +127,31 @@
 // its deadline (CloseTimeout): the indexes are rebuilt from the data file
 // past their watermarks at the next start (readonly.go).
 //
+// # Restart: catching up
+//
+// Opening a store re-indexes the data file past its indexes' watermarks
+// (catchUp). A lag of at most syncCatchUpBytes (2 MiB, a fraction of a
+// second) is re-indexed before Open returns. A larger one — a kill -9
+// after a long run whose index writes Pebble had not flushed, or deleted
+// indexes — does not hold the start: the store serves at once what its
+// indexes hold and is re-indexed in the background (catchup.go). While it
+// catches up, reads that use it name it in their warnings ("catching up",
+// the watermark and the bytes left), GET /healthz answers "catching_up"
+// listing it, and it takes no writes: the first write creates a new store,
+// indexed before each acknowledgement as always, so read-your-writes
+// holds. It is marked superseded first (a retried write may store again a
+// span its lagging part holds; search lists such a span once). When done
+// it flushes its indexes (the work persists), becomes the current store
+// again if no newer store was created, else is sealed (sealing waits for
+// the torn-tail cut). A store being rebuilt out of service (quarantine)
+// re-indexes fully before it serves again, as before.
+//
 // # Crash during re-indexing
 //
-// The re-indexing on open flushes both indexes every 32 MiB of data file
-// (a checkpoint of their watermarks), so a crash during it costs at most
-// that much re-indexing again, not the whole replay.
+// The re-indexing on open (synchronous or in the background) flushes both
+// indexes every 32 MiB of data file (a checkpoint of their watermarks), so
+// a crash during it costs at most that much re-indexing again, not the
+// whole replay.
 //
 // # Invariants
 //
@@ -143,7 +163,9 @@
 //     If either index claims more than the data file holds (its watermark is
 //     past the end), both are rebuilt from offset 0.
 //   - Opening a store re-indexes from the lower watermark to the end of the
-//     data file. A torn tail (an incomplete or corrupt last chunk that no
+//     data file (in the background when that is more than a moment's work);
+//     an index entry only ever names a whole chunk of the data file whose
+//     checksum validated. A torn tail (an incomplete or corrupt last chunk that no
 //     valid chunk follows) is cut, and the cut bytes are appended to
 //     traces.zts.broken, never silently discarded. A bad chunk in the middle
 //     is skipped and logged; `ztsctl verify` names it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -258,7 +259,11 @@ func (db *DB) rebuild(ctx context.Context, id uint32, dir string, propsBad bool)
 			return fmt.Errorf("remove %s: %w", tmp, err)
 		}
 	}
-	s, err := openStore(ctx, dir, id, db.storeOptions())
+	// Out of service already and in the background: the whole data file
+	// is re-indexed here, before the store serves again.
+	opt := db.storeOptions()
+	opt.syncCatchUp = math.MaxInt64
+	s, err := openStore(ctx, dir, id, opt)
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,9 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 	var order []uint64
 	var warns warnings
 	for _, s := range stores { // newest store first: a newer version wins
+		if w, ok := s.catchUpWarning(); ok {
+			warns.addWarning(w)
+		}
 		refs, err := refsOf(s)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
@@ -310,6 +313,9 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	var warns warnings
 	var targets []storeSearch
 	for _, s := range stores {
+		if w, ok := s.catchUpWarning(); ok {
+			warns.addWarning(w)
+		}
 		iq, ok, err := db.storeQuery(ctx, s, q, after)
 		if err != nil && isIndexDamage(err) {
 			warns.addWarning(db.indexDamaged(s, err))

@@ -76,7 +76,14 @@ func TestReplayCrashHelper(t *testing.T) {
 			select {}
 		}
 	}
-	Open(context.Background(), dir, o)
+	db, err := Open(context.Background(), dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A large lag is re-indexed in the background: wait for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	db.waitCatchUp(ctx)
 	t.Fatal("the replay never reached the kill offset")
 }
 
@@ -130,8 +137,16 @@ func TestReplayCheckpointSurvivesCrash(t *testing.T) {
 	t0 = time.Now()
 	db = openTestDB(t, dir, o)
 	defer db.Close()
-	t.Logf("%d spans, data file %d bytes; the replay was killed at %d after %v; the next open re-indexed %d bytes from %d in %v",
-		len(spans), size, killAt, firstReplay.Round(time.Millisecond), logs.bytes, logs.from, time.Since(t0).Round(time.Millisecond))
+	opened := time.Since(t0)
+	if _, err := db.GetSpan(context.Background(), spans[0].TraceID, spans[0].SpanID); err != nil {
+		t.Fatalf("first read after the restart: %v", err)
+	}
+	firstRead := time.Since(t0)
+	if err := db.waitCatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d spans, data file %d bytes; the replay was killed at %d after %v; the next open returned in %v (first read answered at %v) and re-indexed %d bytes from %d in %v",
+		len(spans), size, killAt, firstReplay.Round(time.Millisecond), opened.Round(time.Millisecond), firstRead.Round(time.Millisecond), logs.bytes, logs.from, time.Since(t0).Round(time.Millisecond))
 	// A checkpoint every replayTestCheckpoint bytes: at most that much
 	// (plus a chunk) before the kill is replayed again.
 	if logs.from < killAt-replayTestCheckpoint()-(64<<10) {

@@ -90,6 +90,14 @@ type Store struct {
 	// filterCancel (guarded by mu) stops the scan that fills it.
 	filter       atomic.Pointer[traceFilter]
 	filterCancel context.CancelFunc
+
+	// catching: the indexes lag the data file and are being brought up to
+	// it in the background (catchup.go); reads of the lagging part miss
+	// and say so. catchUpCancel (guarded by mu) stops that work;
+	// catchUpFailed (guarded by mu) says why it stopped short.
+	catching      atomic.Bool
+	catchUpCancel context.CancelFunc
+	catchUpFailed string
 }
 
 // ID is the store number.
@@ -127,6 +135,11 @@ type storeOptions struct {
 	replayed func(next int64)
 	// maxStoreSize sizes the trace filter of a store taking writes.
 	maxStoreSize int64
+	// syncCatchUp is the largest index lag openStore re-indexes before it
+	// returns; a store lagging more opens at once and is caught up in the
+	// background (syncCatchUpBytes unless a test sets it; negative: every
+	// lag goes to the background).
+	syncCatchUp int64
 }
 
 // replayCheckpointBytes is how much of the data file catchUp re-indexes
@@ -276,6 +289,17 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 		data.Close()
 		return nil, err
 	}
+	if lag, err := s.indexLag(); err != nil {
+		s.close()
+		return nil, err
+	} else if lag > opt.syncCatchUpLimit() {
+		// Serve at once: the DB re-indexes the lag in the background
+		// (startCatchUp). No trace filter until then: one that is not
+		// ready rules nothing out.
+		s.catching.Store(true)
+		log.Info("the indexes lag the data file: serving now, re-indexing the rest in the background", "lag_bytes", lag)
+		return s, nil
+	}
 	if err := s.catchUp(ctx, opt); err != nil {
 		s.close()
 		return nil, err
@@ -350,6 +374,40 @@ func (s *Store) resetIndexes() error {
 	return s.openIndexes()
 }
 
+// checkWatermarks returns both indexes' watermarks. If either claims more
+// than the data file holds, both indexes are deleted and rebuilt from 0:
+// their entries could name chunks that are not there.
+func (s *Store) checkWatermarks() (metaWM, textWM int64, err error) {
+	size := s.data.Size()
+	metaWM, err = s.meta.Watermark()
+	if err != nil {
+		return 0, 0, fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	textWM, err = s.text.Watermark()
+	if err != nil {
+		return 0, 0, fmt.Errorf("store %s: %w", s.dir, err)
+	}
+	if metaWM > size || textWM > size {
+		s.log.Warn("an index claims more than the data file holds; rebuilding both",
+			"meta_watermark", metaWM, "text_watermark", textWM, "data_size", size)
+		if err := s.resetIndexes(); err != nil {
+			return 0, 0, err
+		}
+		metaWM, textWM = 0, 0
+	}
+	return metaWM, textWM, nil
+}
+
+// indexLag is how many data-file bytes the lower watermark leaves
+// unindexed (after checkWatermarks).
+func (s *Store) indexLag() (int64, error) {
+	metaWM, textWM, err := s.checkWatermarks()
+	if err != nil {
+		return 0, err
+	}
+	return s.data.Size() - max(min(metaWM, textWM), chunk.HeaderSize), nil
+}
+
 // catchUp cuts a torn tail and re-indexes the chunks past the watermarks.
 // Every opt.checkpoint bytes it flushes both indexes, so the watermarks
 // it reached survive a crash during the replay.
@@ -360,21 +418,9 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 		checkpoint = replayCheckpointBytes
 	}
 	size := s.data.Size()
-	metaWM, err := s.meta.Watermark()
+	metaWM, textWM, err := s.checkWatermarks()
 	if err != nil {
-		return fmt.Errorf("store %s: %w", s.dir, err)
-	}
-	textWM, err := s.text.Watermark()
-	if err != nil {
-		return fmt.Errorf("store %s: %w", s.dir, err)
-	}
-	if metaWM > size || textWM > size {
-		s.log.Warn("an index claims more than the data file holds; rebuilding both",
-			"meta_watermark", metaWM, "text_watermark", textWM, "data_size", size)
-		if err := s.resetIndexes(); err != nil {
-			return err
-		}
-		metaWM, textWM = 0, 0
+		return err
 	}
 	from := min(metaWM, textWM)
 	if from < chunk.HeaderSize {
@@ -738,10 +784,13 @@ const unflushedCloseWait = 2 * time.Second
 // its files.
 func (s *Store) closeBy(deadline time.Time) error {
 	s.mu.Lock()
-	stopFilter := s.filterCancel
+	stopFilter, stopCatchUp := s.filterCancel, s.catchUpCancel
 	s.mu.Unlock()
 	if stopFilter != nil {
 		stopFilter() // a filter scan holds refs shared until it sees this
+	}
+	if stopCatchUp != nil {
+		stopCatchUp() // so does a background catch-up
 	}
 	s.refs.Lock()
 	defer s.refs.Unlock()
@@ -796,7 +845,9 @@ type Info struct {
 	// cover yet (non-zero only while a re-index is catching up).
 	IndexLag int64 `json:"index_lag_bytes"`
 	// Reason says why a store is not served (quarantined, rebuilding,
-	// orphaned); empty for a store that serves.
+	// orphaned), or that a store serving is catching up (its indexes lag
+	// its data file by IndexLag bytes, re-indexed in the background);
+	// empty for a store that serves fully indexed.
 	Reason string `json:"reason,omitempty"`
 	// Compression and Checksums are how the store's chunks are written
 	// (its config.props).
@@ -810,9 +861,13 @@ func (s *Store) info() Info {
 	if wm, err := s.meta.Watermark(); err == nil && wm < s.data.Size() {
 		lag = s.data.Size() - wm
 	}
+	var reason string
+	if w, ok := s.catchUpWarning(); ok {
+		reason, lag = w.Error, max(lag, s.data.Size()-w.Offset)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Info{IndexLag: lag,
+	return Info{IndexLag: lag, Reason: reason,
 		ID: StoreName(s.id), State: s.props.State, FirstNS: s.firstNS, LastNS: s.lastNS,
 		Spans: int64(st.Spans), Traces: int64(st.Traces), Chunks: s.chunks, Bytes: dirSize(s.dir),
 		Compression: s.props.Compression, Checksums: s.props.Checksums,
