@@ -133,6 +133,9 @@ type DownloadOptions struct {
 	// returns the mismatches as FileErrors joined, with every file it
 	// could read in place.
 	KeepMismatched bool
+	// Only, when set, limits the download to the files it accepts (slash
+	// paths as the manifest names them).
+	Only func(path string) bool
 	// Progress, when set, is told the bytes downloaded so far and the
 	// total.
 	Progress func(done, total int64)
@@ -147,11 +150,15 @@ func Download(ctx context.Context, b objstore.Bucket, prefix string, m *objstore
 		return 0, fmt.Errorf("store directory %s: %w", dir, err)
 	}
 	var total, done, fetched int64
+	files := make([]objstore.ManifestFile, 0, len(m.Files))
 	for _, f := range m.Files {
-		total += f.Size
+		if opt.Only == nil || opt.Only(f.Path) {
+			files = append(files, f)
+			total += f.Size
+		}
 	}
 	var mismatches []error
-	for _, f := range m.Files {
+	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return fetched, err
 		}

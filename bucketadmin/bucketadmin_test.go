@@ -46,7 +46,9 @@ func sealedStores(t *testing.T, seed uint64, n, perStore int) (string, []*trace.
 	return dir, spans
 }
 
-func storeDir(dataDir string, id uint32) string { return filepath.Join(dataDir, storedir.StoreName(id)) }
+func storeDir(dataDir string, id uint32) string {
+	return filepath.Join(dataDir, storedir.StoreName(id))
+}
 
 // TestUploadDownloadRoundTrip: a store uploaded and downloaded again is
 // byte for byte the same; the manifest is written last and names every
@@ -388,5 +390,54 @@ func TestRecoverCrashBeforeManifest(t *testing.T) {
 	}
 	if rep, err := Verify(ctx, b, "bk", "", VerifyOptions{Deep: true, TempDir: t.TempDir()}); err != nil || !rep.OK {
 		t.Fatalf("after the refused replacement: %v %s", err, problems(rep))
+	}
+}
+
+// TestStageResumes: Stage downloads only data files and config.props, one
+// data directory per node; a re-run downloads the stores of its first
+// run (not one uploaded since), fetching only what is missing; another
+// node list is refused.
+func TestStageResumes(t *testing.T) {
+	ctx := context.Background()
+	dataDir, _ := sealedStores(t, 7, 400, 200)
+	b := newMemBucket()
+	uploadAll(t, b, "", "a", dataDir, 1)
+	uploadAll(t, b, "", "b", dataDir, 2)
+	stage := filepath.Join(t.TempDir(), "stage")
+	dirs, err := Stage(ctx, b, "", []string{"b", "a"}, stage, StageOptions{Bucket: "bk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(dirs, ",") != filepath.Join(stage, "b")+","+filepath.Join(stage, "a") {
+		t.Fatalf("dirs %v", dirs)
+	}
+	var files []string
+	filepath.WalkDir(stage, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(stage, p)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if got := strings.Join(files, " "); got != "a/000000/config.props a/000000/traces.zts b/000000/config.props b/000000/traces.zts b/000001/config.props b/000001/traces.zts bucket-stage.json" {
+		t.Fatalf("staged files: %s", got)
+	}
+	// Interrupted: a file missing. Meanwhile node a uploaded store 1.
+	os.Remove(filepath.Join(stage, "b", "000001", "traces.zts"))
+	uploadAll(t, b, "", "a", dataDir, 2)
+	if _, err := Stage(ctx, b, "", []string{"b", "a"}, stage, StageOptions{Bucket: "bk"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(stage, "b", "000001", "traces.zts")); err != nil {
+		t.Fatalf("the missing file was not downloaded again: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(stage, "a", "000001")); !os.IsNotExist(err) {
+		t.Fatalf("a re-run downloaded a store its first run did not plan: %v", err)
+	}
+	if _, err := Stage(ctx, b, "", []string{"a"}, stage, StageOptions{Bucket: "bk"}); !errors.Is(err, ErrStageChanged) {
+		t.Fatalf("another node list: %v", err)
+	}
+	if _, err := Stage(ctx, b, "", []string{".."}, t.TempDir(), StageOptions{Bucket: "bk"}); err == nil {
+		t.Fatal("node .. accepted")
 	}
 }

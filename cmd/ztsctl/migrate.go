@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -13,21 +15,24 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/ztsd/ztsd/bucketadmin"
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/migrate"
+	"github.com/ztsd/ztsd/objstore"
 	"github.com/ztsd/ztsd/storedir"
 )
 
 func init() { extraCommands = append(extraCommands, newMigrateCmd) }
 
 func newMigrateCmd(a *app) *cobra.Command {
-	var from, dropAttrs []string
-	var to, compression, checksums, since, until string
+	var from, dropAttrs, fromBucket []string
+	var to, compression, checksums, since, until, downloadDir string
+	var bf bucketFlags
 	var inPlace, asJSON, verbose bool
 	var batchBytes int
 	var maxStoreSize int64
 	cmd := &cobra.Command{
-		Use:   "migrate --from DATA_DIR [--from DATA_DIR]... (--to DATA_DIR | --in-place) [--compression none|lz4|zlib] [--checksums on|off] [--since T] [--until T] [--drop-attr k=v]... [--json]",
+		Use:   "migrate (--from DATA_DIR | --from-bucket NODE [--config ztsd.toml])... (--to DATA_DIR | --in-place) [--compression none|lz4|zlib] [--checksums on|off] [--since T] [--until T] [--drop-attr k=v]... [--json]",
 		Short: "Rewrite stopped data directories: change compression or checksums, upgrade old stores, merge, copy a time range, drop traces",
 		Long: `migrate works offline: it refuses to run while a daemon holds a --from directory.
 It reads every store of the --from data directories (in order; their data files,
@@ -55,6 +60,15 @@ Only then is the migration complete (the target gets .migrate-report.json).
 verifies, renames DIR to DIR.migrate-old and DIR.migrate-new to DIR, and removes
 DIR.migrate-old. Any further --from directories are merged into DIR.
 
+--from-bucket NODE copies the stores NODE uploaded to the bucket of --config's
+[object_store] (or --bucket, --endpoint, ...; credentials from the environment)
+back into a local directory: their data files and config.props are downloaded
+(SHA-256 checked against the manifests) into --download-dir, default
+TO.bucket-download, one data directory per node, which then are sources like
+--from directories (after them, in the order given). It is removed once the
+migration is complete. A store that does not match its manifest stops the
+migration: repair it first with ztsctl recover --remote NODE/STOREID.
+
 It can be interrupted at any moment (Ctrl-C, kill -9, power loss): re-running the
 same command resumes from its last checkpoint, and also finishes an interrupted
 in-place swap. A progress bar with throughput and ETA is drawn on a terminal.
@@ -65,11 +79,17 @@ Exit status: 0 done (or already done), 1 a --from directory does not exist,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt := migrate.Options{Sources: from, Target: to, InPlace: inPlace, BatchBytes: batchBytes, MaxStoreSize: maxStoreSize}
-			if len(from) == 0 {
-				return usageErr("migrate needs --from DATA_DIR")
+			if len(from) == 0 && len(fromBucket) == 0 {
+				return usageErr("migrate needs --from DATA_DIR or --from-bucket NODE")
 			}
 			if (to == "") == !inPlace {
 				return usageErr("migrate needs exactly one of --to DATA_DIR and --in-place")
+			}
+			if len(fromBucket) == 0 && (bf.used(cmd) || downloadDir != "") {
+				return usageErr("--download-dir and the bucket flags need --from-bucket NODE")
+			}
+			if len(fromBucket) > 0 && inPlace {
+				return usageErr("--from-bucket copies into a new directory: use --to DATA_DIR, not --in-place")
 			}
 			if compression != "" {
 				c, err := chunk.ParseCompression(compression)
@@ -111,9 +131,35 @@ Exit status: 0 done (or already done), 1 a --from directory does not exist,
 				opt.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
 			}
 			bars := newPhaseBars(a)
+			if len(fromBucket) > 0 {
+				if downloadDir == "" {
+					downloadDir = filepath.Clean(to) + ".bucket-download"
+				}
+				b, o, err := bf.open(cmd.Context(), cmd)
+				if err != nil {
+					return err
+				}
+				dirs, err := bucketadmin.Stage(cmd.Context(), b, o.Prefix, fromBucket, downloadDir, bucketadmin.StageOptions{Bucket: o.Bucket,
+					Progress: func(done, total int64) { bars.update("download", done, total) }})
+				if err != nil {
+					if errors.Is(err, objstore.ErrNotFound) {
+						return &exitError{exitNotFound, fmt.Errorf("migrate --from-bucket: %w", err)}
+					}
+					if errors.Is(err, bucketadmin.ErrStageChanged) {
+						return usageErr("migrate --from-bucket: %v", err)
+					}
+					return migrateExit(cmd.Context(), fmt.Errorf("downloading from s3://%s/%s: %w", o.Bucket, o.Prefix, err))
+				}
+				opt.Sources = append(append([]string(nil), from...), dirs...)
+			}
 			opt.Progress = bars.update
 			rep, err := migrate.Run(cmd.Context(), opt)
 			bars.finish()
+			if err == nil && len(fromBucket) > 0 {
+				if rerr := os.RemoveAll(downloadDir); rerr != nil {
+					fmt.Fprintf(a.stderr, "ztsctl: migrate: the migration is complete, but removing %s failed: %v\n", downloadDir, rerr)
+				}
+			}
 			if rep != nil {
 				if asJSON {
 					if werr := printReportJSON(a.stdout, rep); werr != nil && err == nil {
@@ -140,6 +186,9 @@ Exit status: 0 done (or already done), 1 a --from directory does not exist,
 	f.IntVar(&batchBytes, "batch-bytes", 0, "source bytes copied between checkpoints (default 4 MiB)")
 	f.Int64Var(&maxStoreSize, "max-store-size", 0, "bytes of a target store's data file before starting another (default as the daemon's)")
 	f.MarkHidden("batch-bytes")
+	f.StringArrayVar(&fromBucket, "from-bucket", nil, "copy the stores this node uploaded to the bucket (repeat for several nodes)")
+	f.StringVar(&downloadDir, "download-dir", "", "with --from-bucket: where the stores are downloaded (default TO.bucket-download)")
+	bf.register(cmd)
 	return cmd
 }
 

@@ -15,7 +15,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/ztsd/ztsd/bucketadmin"
 	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/objstore"
 	"github.com/ztsd/ztsd/recovery"
 	"github.com/ztsd/ztsd/storedir"
 )
@@ -114,8 +116,10 @@ func printReportJSON(w io.Writer, v any) error {
 func newRecoverCmd(a *app) *cobra.Command {
 	var target offlineTarget
 	var dryRun, asJSON, verbose bool
+	var remote, tempDir string
+	var bf bucketFlags
 	cmd := &cobra.Command{
-		Use:   "recover [--data-dir DIR | --store DIR] [--dry-run] [--json]",
+		Use:   "recover [--data-dir DIR | --store DIR] [--dry-run] [--json]  |  recover --remote NODE/STOREID [--config ztsd.toml] [--dry-run] [--json]",
 		Short: "Repair a stopped data directory: cut torn tails, repair headers, rebuild both indexes",
 		Long: `recover works offline on a data directory (or one store) that no daemon holds.
 For each store it scans the data file chunk by chunk (checksums, decompression,
@@ -126,10 +130,29 @@ in atomically, and rewrites config.props. Damaged chunks in the middle of a data
 file are skipped (their traces are lost) and left in place; verify keeps naming them.
 
 --dry-run scans and reports what would be done without changing anything.
+
+--remote NODE/STOREID repairs a store in the bucket of --config's [object_store]
+(or --bucket, --endpoint, ...; credentials from the environment): it downloads
+the generation the store's manifest names into --temp-dir (keeping objects that
+differ from the manifest: they are what needs repair), recovers the copy as
+above, uploads it as a new generation, replaces the manifest (the old one stays
+visible until then, and nothing is replaced if the manifest changed meanwhile),
+and only then deletes the old generation's objects. Daemons serving the store
+switch to the new generation at their next discovery scan.
+
 Exit status: 0 when the stores were recovered (the report says what was lost),
 2 on bad usage, 3 when recovery failed or a daemon holds the data directory.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if remote != "" {
+				if target.dataDir != "" || target.store != "" {
+					return usageErr("--remote repairs a store in a bucket: --data-dir and --store do not apply")
+				}
+				return recoverRemote(cmd, a, &bf, remote, dryRun, verbose, tempDir, asJSON)
+			}
+			if bf.used(cmd) || tempDir != "" {
+				return usageErr("--temp-dir and the bucket flags need --remote NODE/STOREID")
+			}
 			dir, single, err := target.resolve()
 			if err != nil {
 				return err
@@ -169,5 +192,41 @@ Exit status: 0 when the stores were recovered (the report says what was lost),
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be repaired without changing anything")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log each step to stderr")
+	cmd.Flags().StringVar(&remote, "remote", "", "repair the store NODE/STOREID in the bucket instead of a data directory")
+	tempDirFlag(cmd, &tempDir)
+	bf.register(cmd)
 	return cmd
+}
+
+func recoverRemote(cmd *cobra.Command, a *app, bf *bucketFlags, ref string, dryRun, verbose bool, tempDir string, asJSON bool) error {
+	k, err := bucketadmin.ParseStoreRef(ref)
+	if err != nil {
+		return usageErr("--remote: %v", err)
+	}
+	b, o, err := bf.open(cmd.Context(), cmd)
+	if err != nil {
+		return err
+	}
+	offlineGC()
+	opt := bucketadmin.RecoverOptions{DryRun: dryRun, TempDir: tempDir}
+	if verbose {
+		opt.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
+	}
+	rep, err := bucketadmin.Recover(cmd.Context(), b, o.Prefix, k, opt)
+	if rep != nil {
+		if asJSON {
+			if werr := printReportJSON(a.stdout, rep); werr != nil && err == nil {
+				err = werr
+			}
+		} else if werr := rep.WriteText(a.stdout); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if errors.Is(err, objstore.ErrNotFound) {
+		return &exitError{exitNotFound, fmt.Errorf("recover --remote: %w", err)}
+	}
+	if err != nil {
+		return &exitError{exitFailure, fmt.Errorf("recover --remote: %w", err)}
+	}
+	return nil
 }
