@@ -7,7 +7,7 @@ FUZZTIME  ?= 30s
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 SOAK_ITER ?= 500
 
-.PHONY: all build run test vet tools fuzz soak compat recovery-speed bench bench-large install clean
+.PHONY: all build run test vet tools fuzz soak compat recovery-speed bench bench-micro bench-baseline bench-large install clean
 
 all: build
 
@@ -78,9 +78,26 @@ install: build
 bench: build
 	GO=$(GO) BIN=$(BIN) sh scripts/bench.sh
 
-# bench-large builds a store of 10 million spans for the latency targets.
+# bench-baseline runs only the micro-benchmarks and saves them as
+# bench-out/baseline.txt; later bench-micro (micro-benchmarks only) and
+# bench compare with it (benchstat before/after). BENCH_FILTER and
+# BENCH_PKGS narrow them (see scripts/bench.sh).
+bench-baseline: build
+	GO=$(GO) BIN=$(BIN) BENCH_MICRO=only BENCH_SAVE_BASELINE=1 sh scripts/bench.sh
+
+bench-micro: build
+	GO=$(GO) BIN=$(BIN) BENCH_MICRO=only sh scripts/bench.sh
+
+# bench-large builds a store of 10 million spans for the read latency
+# targets (the ingest goals are make bench's: the other ingest phases and
+# the span store are left out). To read the store again after a code
+# change, keep it and read it with --existing, e.g.:
+#   make bench-large BENCH_LARGE_ARGS="--keep --work-dir /tmp/large"
+#   bin/ztsctl bench --existing --data-dir /tmp/large/data --spans 10000000 --no-probes
+BENCH_LARGE_ARGS ?=
 bench-large: build
-	GO=$(GO) BIN=$(BIN) BENCH_MICRO=0 BENCH_SPANS=10000000 BENCH_OUT=bench-out/large sh scripts/bench.sh
+	GO=$(GO) BIN=$(BIN) BENCH_MICRO=0 BENCH_SPANS=10000000 BENCH_OUT=bench-out/large \
+		BENCH_ARGS="--other-format-spans -1 --unbatched-for -1 --space-spans -1 $(BENCH_LARGE_ARGS)" sh scripts/bench.sh
 
 # soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20), then
 # the fault-injection soak for FAULT_SOAK (make test runs 25 s of it):

@@ -7,15 +7,23 @@
 //     text), 1–200 method-call records per span drawn from a skewed (Zipf)
 //     law, 1% of spans failing with an exception.
 //   - Run: drives a real ztsd over its socket (one it spawns with a
-//     generated config, or a running one) through the phases ingest (N
-//     concurrent clients), get-by-id, searches of each kind and, once the
-//     daemon is stopped, recovery of the data directory; it then measures
-//     bytes on disk and the compression ratio.
+//     generated config, or a running one) through the phases: batched
+//     ingest (N concurrent clients) in one format, then in the other (CBOR
+//     and Trace JSON), 2 unbatched writers of one span per request,
+//     get-by-id, searches of each kind, kill -9 and restart (timed to
+//     /healthz and to the first read), and, once the daemon is stopped,
+//     bytes on disk and recovery of the data directory; a second daemon
+//     stores OTLP-shaped spans (six attributes, no method calls) for the
+//     bytes per span. Config.Existing reads a store an earlier run built
+//     (the workload is generated again, nothing sent), for read latency
+//     on a large store after a code change.
 //   - Probes of this machine's limits, taken in the same run: sequential
 //     write with fsync, fsyncs per second, sequential direct-I/O read, and
-//     single-core LZ4 on the very chunk payloads the store wrote.
-//   - Report: one table setting each result next to its limit, the ratio
-//     and the DESIGN.md budget, or the same as one JSON object.
+//     single-core LZ4 and CBOR (the chunk payload codec) on the very chunk
+//     payloads the store wrote.
+//   - Report: one table setting each goal of DESIGN.md's budget next to
+//     its result, the limit it is bounded by, the ratio and met / NOT MET
+//     / not measured, or the same as one JSON object.
 //
 // Invariants:
 //   - The traffic is a pure function of the seed and the size: two runs

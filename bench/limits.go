@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pierrec/lz4/v4"
+	"github.com/ztsd/ztsd/trace"
 	"golang.org/x/sys/unix"
 )
 
@@ -240,4 +241,76 @@ func mbPerS(bytes int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(bytes) / 1e6 / d.Seconds()
+}
+
+// CBORLimits are single-core throughputs of the chunk payload codec (the
+// store's CBOR encoding of spans, package trace) on given payloads: what
+// one core can turn into or out of chunks, whatever the transport.
+type CBORLimits struct {
+	// EncodeMBPerS is trace.ChunkEncoder.Encode of the payloads' spans on
+	// one core, in payload megabytes per second; EncodeSpansPerS the same
+	// in spans and EncodeRecordsPerS in method-call records.
+	EncodeMBPerS      float64 `json:"cbor_encode_mb_per_s"`
+	EncodeSpansPerS   float64 `json:"cbor_encode_spans_per_s"`
+	EncodeRecordsPerS float64 `json:"cbor_encode_records_per_s"`
+	// DecodeMBPerS is trace.DecodeChunk (whole spans with their record
+	// trees) on one core; DecodeSpansPerS the same in spans.
+	DecodeMBPerS    float64 `json:"cbor_decode_mb_per_s"`
+	DecodeSpansPerS float64 `json:"cbor_decode_spans_per_s"`
+}
+
+// ProbeCBOR decodes payloads once (untimed) and then times, on the calling
+// goroutine locked to its thread, re-encoding their spans and decoding the
+// payloads, repeating each pass until minDur has elapsed.
+func ProbeCBOR(payloads [][]byte, minDur time.Duration) (CBORLimits, error) {
+	var lim CBORLimits
+	if len(payloads) == 0 {
+		return lim, errors.New("cbor probe: no payloads")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	decoded := make([][]*trace.Span, len(payloads))
+	var total int64
+	var spans, records int64
+	for i, p := range payloads {
+		sp, err := trace.DecodeChunk(p, trace.Limits{})
+		if err != nil {
+			return lim, fmt.Errorf("cbor probe: payload %d: %w", i, err)
+		}
+		decoded[i] = sp
+		total += int64(len(p))
+		spans += int64(len(sp))
+		for _, s := range sp {
+			records += s.Recs
+		}
+	}
+	var enc trace.ChunkEncoder
+	var buf []byte
+	passes := 0
+	start := time.Now()
+	for ; passes == 0 || time.Since(start) < minDur; passes++ {
+		for i, sp := range decoded {
+			var err error
+			if buf, err = enc.Encode(buf[:0], sp); err != nil {
+				return lim, fmt.Errorf("cbor probe: encode payload %d: %w", i, err)
+			}
+		}
+	}
+	d := time.Since(start)
+	lim.EncodeMBPerS = mbPerS(total*int64(passes), d)
+	lim.EncodeSpansPerS = float64(spans*int64(passes)) / d.Seconds()
+	lim.EncodeRecordsPerS = float64(records*int64(passes)) / d.Seconds()
+	passes = 0
+	start = time.Now()
+	for ; passes == 0 || time.Since(start) < minDur; passes++ {
+		for i, p := range payloads {
+			if _, err := trace.DecodeChunk(p, trace.Limits{}); err != nil {
+				return lim, fmt.Errorf("cbor probe: decode payload %d: %w", i, err)
+			}
+		}
+	}
+	d = time.Since(start)
+	lim.DecodeMBPerS = mbPerS(total*int64(passes), d)
+	lim.DecodeSpansPerS = float64(spans*int64(passes)) / d.Seconds()
+	return lim, nil
 }

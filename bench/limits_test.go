@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +158,47 @@ func TestProcessCPU(t *testing.T) {
 	}
 	if _, err := processCPU(1 << 30); err == nil {
 		t.Fatal("cpu time of a missing process")
+	}
+}
+
+// TestProbeCBOR: the probe decodes the payloads it is given and measures
+// both directions; a payload that does not decode is an error naming it.
+func TestProbeCBOR(t *testing.T) {
+	g := NewGenerator(Workload{Seed: 3})
+	var enc trace.ChunkEncoder
+	var payloads [][]byte
+	var spans int
+	for range 4 {
+		var batch []*trace.Span
+		for len(batch) < 50 {
+			batch = append(batch, g.Trace()...)
+		}
+		spans += len(batch)
+		p, err := enc.Encode(nil, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads = append(payloads, p)
+	}
+	lim, err := ProbeCBOR(payloads, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lim.EncodeMBPerS <= 0 || lim.DecodeMBPerS <= 0 || lim.EncodeSpansPerS <= 0 || lim.DecodeSpansPerS <= 0 ||
+		lim.EncodeRecordsPerS <= lim.EncodeSpansPerS {
+		t.Errorf("limits %+v", lim)
+	}
+	// Spans per MB agree between the two directions: both count the same
+	// payloads.
+	if a, b := lim.EncodeSpansPerS/lim.EncodeMBPerS, lim.DecodeSpansPerS/lim.DecodeMBPerS; a/b > 1.0001 || b/a > 1.0001 {
+		t.Errorf("spans per MB: encode %v, decode %v", a, b)
+	}
+	bad := append([][]byte{}, payloads...)
+	bad = append(bad, []byte{0x83, 0x00})
+	if _, err := ProbeCBOR(bad, time.Millisecond); err == nil || !strings.Contains(err.Error(), "payload 4") {
+		t.Errorf("bad payload: %v", err)
+	}
+	if _, err := ProbeCBOR(nil, time.Millisecond); err == nil {
+		t.Error("no payloads: no error")
 	}
 }

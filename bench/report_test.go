@@ -15,12 +15,17 @@ func sampleReport() *Report {
 		IngestP50Ms: 20, IngestP99Ms: 60, IngestDaemonCPUSeconds: 6,
 		Gets: 1000, GetP50Ms: 0.2, GetP99Ms: 0.6, GetP999Ms: 2,
 		Searches: []SearchResult{{Kind: "attribute", Count: 100, P50Ms: 1, P99Ms: 4, MeanResults: 100},
+			{Kind: "text", Count: 100, P50Ms: 3, P99Ms: 11, MeanResults: 100},
 			{Kind: "time_range", Count: 100, P50Ms: 2, P99Ms: 9, MeanResults: 100}},
+		RestartHealthzMs: 300, RestartFirstReadMs: 1500,
+		SpanSpace:      Space{DataBytes: 300_000, MetaBytes: 100_000, TextBytes: 100_000, TotalBytes: 500_000},
+		SpanSpaceSpans: 10_000, SpanSpaceBytesPerSpan: 50,
 		RecoverSeconds: 2, RecoverDataBytes: 400_000_000, RecoverMBPerS: 200,
 		Space: Space{Stores: 1, DataBytes: 40_000_000, MetaBytes: 10_000_000, TextBytes: 20_000_000,
 			OtherBytes: 1000, TotalBytes: 70_001_000, Chunks: 400, PayloadBytes: 80_000_000, StoredBytes: 39_990_000},
 		DiskLimits:  DiskLimits{WriteMBPerS: 500, FsyncsPerS: 1000, FsyncP50Ms: 1, ReadDirectMBPerS: 1000, ReadDirect: true},
 		CodecLimits: CodecLimits{CompressMBPerS: 400, DecompressMBPerS: 2000, Ratio: 2},
+		CBORLimits:  CBORLimits{EncodeMBPerS: 300, DecodeMBPerS: 200, DecodeSpansPerS: 500_000},
 	}
 	r.finish()
 	return r
@@ -47,8 +52,12 @@ func TestReportDerived(t *testing.T) {
 		{"search_attribute_p99_ms", r.SearchAttributeP99Ms, 4},
 		{"search_time_range_p99_ms", r.SearchTimeRangeP99Ms, 9},
 		// Ceiling: disk 500 MB/s ÷ 200 B/span = 2.5 M spans/s; LZ4 2 × 400
-		// MB/s ÷ 400 B/span = 2 M spans/s; the lower wins.
-		{"ingest_ceiling_spans_per_s", r.IngestCeilingSpansPerS, 2_000_000},
+		// MB/s ÷ 400 B/span = 2 M spans/s; CBOR decode 2 × 500,000 spans/s;
+		// the lowest wins.
+		{"ingest_ceiling_spans_per_s", r.IngestCeilingSpansPerS, 1_000_000},
+		// A record beyond its span: (70,001,000 − 50 × 200,000) B over
+		// 1,800,000 records.
+		{"record_marginal_bytes", r.RecordMarginalBytes, 60_001_000 / 1_800_000.0},
 	} {
 		if d := c.got - c.want; d > 1e-6*c.want || d < -1e-6*c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -59,11 +68,18 @@ func TestReportDerived(t *testing.T) {
 		status[row.Metric] = row.Status
 	}
 	for metric, want := range map[string]string{
-		"ingest spans/s":          "MISSED",
-		"search attribute p99":    "ok",
-		"get by id p99":           "MISSED (200,000 spans)",
-		"recover":                 "MISSED",
-		"disk bytes/record (all)": "ok",
+		"ingest batched cbor spans/s":   "NOT MET",
+		"ingest batched cbor records/s": "NOT MET",
+		"search attribute p99":          "met (at 200,000 spans)",
+		"search text p99":               "NOT MET (at 200,000 spans)",
+		"get by id p99":                 "NOT MET (at 200,000 spans)",
+		"recover":                       "NOT MET",
+		"disk bytes per method-call record (beyond the span)": "met",
+		"disk bytes per 6-attribute span (no records)":        "met",
+		"restart after kill -9: /healthz":                     "met",
+		"restart after kill -9: last span read":               "NOT MET",
+		"OTLP/grpc spans/s (4 senders, 10×10 spans)":          "not measured",
+		"ingest 2 unbatched writers (1 span/request) spans/s": "not measured",
 	} {
 		if status[metric] != want {
 			t.Errorf("row %q status %q, want %q", metric, status[metric], want)
@@ -93,7 +109,8 @@ func TestReportJSON(t *testing.T) {
 		"search_text_p99_ms", "search_duration_p99_ms", "search_errors_p99_ms", "search_time_range_p99_ms",
 		"recover_mb_per_s", "bytes_per_record", "bytes_per_span", "data_bytes_per_record", "meta_bytes_per_record",
 		"text_bytes_per_record", "compression_ratio", "disk_write_mb_per_s", "disk_fsyncs_per_s",
-		"disk_read_direct_mb_per_s", "lz4_compress_mb_per_s", "disk_total_bytes", "table"} {
+		"disk_read_direct_mb_per_s", "lz4_compress_mb_per_s", "disk_total_bytes", "table", "cbor_encode_mb_per_s",
+		"cbor_decode_spans_per_s", "ingest_phases", "restart_healthz_ms", "span_space_bytes_per_span", "stored_spans"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("JSON report lacks %q", k)
 		}
@@ -115,7 +132,8 @@ func TestReportTable(t *testing.T) {
 	if len(lines) != len(r.Rows)+3 { // summary, header, rows, note
 		t.Fatalf("%d lines for %d rows:\n%s", len(lines), len(r.Rows), out)
 	}
-	for _, want := range []string{"ingest spans/s      ", "50,000", "2,000,000", "≥ 100,000", "MISSED", "get by id p99",
+	for _, want := range []string{"ingest batched cbor spans/s      ", "50,000", "1,000,000", "≥ 150,000", "NOT MET", "get by id p99",
+		"limit: CBOR decode, 1 core", "≥ 87,000 (5 × Jaeger 17,400)",
 		"limit: LZ4 compress, 1 core", "note: a note", "200,000 spans (2,000,000 records, 10.0 per span)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

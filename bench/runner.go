@@ -65,6 +65,33 @@ type Config struct {
 	// (default 256 MiB): ingest runs in rounds of at most this much.
 	RoundBytes int64
 
+	// OtherFormatSpans is how many spans of the same workload are then
+	// sent, batched alike, in the other format (Trace JSON when Format is
+	// CBOR, and the reverse) to the same daemon (default Spans/4;
+	// negative: none).
+	OtherFormatSpans int
+	// UnbatchedClients clients (default 2) then send requests of one span
+	// each in a closed loop for UnbatchedFor (default 10 s; negative:
+	// skipped), to the same daemon.
+	UnbatchedClients int
+	UnbatchedFor     time.Duration
+	// SkipRestart leaves out the kill -9 and restart of a started daemon
+	// after the read phases (timed until /healthz answers and until the
+	// last span acknowledged is read).
+	SkipRestart bool
+	// SpaceSpans spans of the OTLP shape (six attributes, one root record,
+	// no nested method calls) are stored by a daemon of their own for the
+	// bytes on disk per span (default 200,000; negative: skipped). Needs
+	// a started daemon (ZtsdPath).
+	SpaceSpans int
+
+	// Existing says DataDir already holds the store an earlier run built
+	// with the same Workload, Spans, BatchSpans and Format: the main
+	// workload is generated again to know what is stored (nothing is
+	// sent), the other ingest phases and recovery are skipped, and the read
+	// phases, the restart and the space measurement run on it.
+	Existing bool
+
 	// Gets is the number of get-by-id requests (default 20,000), sent by
 	// GetClients concurrent clients (default 1).
 	Gets       int
@@ -120,6 +147,18 @@ func (c *Config) fill() error {
 	default:
 		return fmt.Errorf("format %q: want %s or %s", c.Format, FormatCBOR, FormatJSON)
 	}
+	if c.OtherFormatSpans == 0 {
+		c.OtherFormatSpans = c.Spans / 4
+	}
+	if c.UnbatchedClients <= 0 {
+		c.UnbatchedClients = 2
+	}
+	if c.UnbatchedFor == 0 {
+		c.UnbatchedFor = 10 * time.Second
+	}
+	if c.SpaceSpans == 0 {
+		c.SpaceSpans = 200_000
+	}
 	if c.RoundBytes <= 0 {
 		c.RoundBytes = 256 << 20
 	}
@@ -164,10 +203,12 @@ type runner struct {
 	daemon *Daemon
 	// What the ingest phase remembers for the read phases.
 	sample    []sampledTrace // reservoir of stored traces
+	lastTrace trace.TraceID  // the main phase's last trace
 	durations []int64        // reservoir of span durations
 	firstNS   int64
 	lastNS    int64
 	bodies    [][]byte // a few CBOR bodies, for the LZ4 probe without a data dir
+	gen       *Generator // the main workload, continued by later ingest phases
 	rng       *rand.Rand
 	// ownWork and ownData say the run created the work and data
 	// directories (cleanup removes only what the run created).
@@ -208,9 +249,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.hc = newHTTPClient(cfg.Socket, cfg.TCP)
 		r.rep.Sync = "(running daemon)"
 	}
-	defer r.hc.close()
+	defer func() { r.hc.close() }()
 	if err := r.ingest(ctx); err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	probe := r.lastTrace
+	if cfg.OtherFormatSpans > 0 && !cfg.Existing {
+		other := FormatJSON
+		if cfg.Format == FormatJSON {
+			other = FormatCBOR
+		}
+		ph, err := r.ingestPhase(ctx, "batched "+other, r.gen, other, cfg.OtherFormatSpans, cfg.Clients, cfg.BatchSpans, false)
+		if err != nil {
+			return nil, fmt.Errorf("ingest %s: %w", other, err)
+		}
+		r.addPhase(ph)
+	}
+	if cfg.UnbatchedFor > 0 && !cfg.Existing {
+		last, err := r.unbatched(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ingest %s: %w", PhaseUnbatched, err)
+		}
+		if !last.IsZero() {
+			probe = last
+		}
 	}
 	if err := r.profiled(ctx, "read", func() error {
 		cpu0 := r.cpuTimes()
@@ -227,6 +289,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if r.daemon != nil && !cfg.SkipRestart {
+		if err := r.restartAfterKill(ctx, probe); err != nil {
+			return nil, err
+		}
+	}
 	stopped := false
 	if r.daemon != nil {
 		r.logf("stopping the daemon")
@@ -239,6 +306,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	switch {
+	case cfg.Existing:
+		r.rep.Notes = append(r.rep.Notes, "recovery not measured: the run read an existing store (--existing)")
 	case r.cfg.Recover == nil:
 		r.rep.Notes = append(r.rep.Notes, "recovery not measured: skipped (no recover function; ztsctl bench --no-recover)")
 	case !stopped:
@@ -246,6 +315,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	default:
 		if err := r.recover(ctx); err != nil {
 			return nil, fmt.Errorf("recover: %w", err)
+		}
+	}
+	if cfg.SpaceSpans > 0 && cfg.ZtsdPath != "" {
+		if err := r.spanSpace(ctx); err != nil {
+			return nil, fmt.Errorf("space per span: %w", err)
 		}
 	}
 	if !cfg.SkipProbes {
@@ -283,7 +357,11 @@ func (r *runner) startDaemon(ctx context.Context) error {
 		cfg.DataDir = filepath.Join(cfg.WorkDir, "data")
 	}
 	ents, err := os.ReadDir(cfg.DataDir)
-	if err == nil && len(ents) > 0 {
+	if cfg.Existing {
+		if len(ents) == 0 {
+			return fmt.Errorf("data directory %s holds no store to read (--existing): %v", cfg.DataDir, err)
+		}
+	} else if err == nil && len(ents) > 0 {
 		return fmt.Errorf("data directory %s is not empty: the benchmark measures a store it builds from nothing", cfg.DataDir)
 	}
 	r.ownData = err != nil // the daemon creates it
@@ -326,14 +404,66 @@ type request struct {
 	spans, records int
 }
 
-// ingest sends cfg.Spans spans in rounds: generate and encode up to
-// RoundBytes of requests (untimed), then send them with Clients concurrent
-// clients (timed).
+// ingest is the main ingest phase: cfg.Spans spans in cfg.Format from
+// cfg.Clients clients, remembered for the read phases.
 func (r *runner) ingest(ctx context.Context) error {
 	cfg := r.cfg
-	gen := NewGenerator(cfg.Workload)
+	r.gen = NewGenerator(cfg.Workload)
+	ph, err := r.ingestPhase(ctx, "batched "+cfg.Format, r.gen, cfg.Format, cfg.Spans, cfg.Clients, cfg.BatchSpans, true)
+	if err != nil {
+		return err
+	}
+	if cfg.Existing {
+		if err := r.countExisting(ctx, ph); err != nil {
+			return err
+		}
+	} else {
+		r.addPhase(ph)
+	}
+	r.rep.Spans, r.rep.Records, r.rep.IngestRequests = ph.Spans, ph.Records, ph.Requests
+	r.rep.IngestBytesSent = ph.BytesSent
+	r.rep.IngestSeconds = ph.Seconds
+	r.rep.IngestDaemonCPUSeconds, r.rep.IngestClientCPUSeconds = ph.DaemonCPUSeconds, ph.ClientCPUSeconds
+	r.rep.IngestP50Ms, r.rep.IngestP99Ms, r.rep.IngestP999Ms = ph.P50Ms, ph.P99Ms, ph.P999Ms
+	r.rep.Traces = r.gen.Traces()
+	return nil
+}
+
+// countExisting sets the stored spans of an existing store from
+// /v1/stores, and its records from the main workload's records per span
+// (the store may hold later phases' spans too).
+func (r *runner) countExisting(ctx context.Context, main IngestPhase) error {
+	body, err := r.hc.get(ctx, "/v1/stores")
+	if err != nil {
+		return err
+	}
+	var st struct {
+		Stores []struct {
+			Spans int64 `json:"spans"`
+		} `json:"stores"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("/v1/stores: %w", err)
+	}
+	for _, s := range st.Stores {
+		r.rep.StoredSpans += s.Spans
+	}
+	r.rep.StoredRecords = int64(float64(r.rep.StoredSpans) * div(float64(main.Records), float64(main.Spans)))
+	r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("existing store of %d spans (from /v1/stores); its records estimated at the workload's %.1f per span; no ingest measured",
+		r.rep.StoredSpans, div(float64(main.Records), float64(main.Spans))))
+	return nil
+}
+
+// ingestPhase sends n spans of gen in rounds: generate and encode up to
+// RoundBytes of requests of batch spans (untimed), then send them with
+// clients concurrent clients (timed). The main phase remembers what it
+// sent for the read phases, keeps a few bodies for the LZ4 probe and is
+// the one profiled.
+func (r *runner) ingestPhase(ctx context.Context, name string, gen *Generator, format string, n, clients, batchSpans int, main bool) (IngestPhase, error) {
+	cfg := r.cfg
+	ph := IngestPhase{Name: name, Format: format, Clients: clients, BatchSpans: batchSpans}
 	contentType := "application/cbor"
-	if cfg.Format == FormatJSON {
+	if format == FormatJSON {
 		contentType = "application/x-ndjson"
 	}
 	var enc trace.ChunkEncoder
@@ -344,16 +474,19 @@ func (r *runner) ingest(ctx context.Context) error {
 	seenTraces, seenSpans := 0, 0
 	round := 0
 	var stopProfile func() error
-	for spansSent < cfg.Spans {
+	for spansSent < n {
 		// Build a round.
 		var reqs []request
 		var roundBytes int64
 		var batch []*trace.Span
-		for spansSent < cfg.Spans && roundBytes < cfg.RoundBytes {
+		for spansSent < n && roundBytes < cfg.RoundBytes {
 			batch = batch[:0]
-			for len(batch) < cfg.BatchSpans && spansSent+len(batch) < cfg.Spans {
+			for len(batch) < batchSpans && spansSent+len(batch) < n {
 				tr := gen.Trace()
-				r.remember(tr, sampleRng, &seenTraces, &seenSpans)
+				if main {
+					r.remember(tr, sampleRng, &seenTraces, &seenSpans)
+					r.lastTrace = tr[0].TraceID
+				}
 				batch = append(batch, tr...)
 			}
 			req := request{spans: len(batch)}
@@ -361,15 +494,15 @@ func (r *runner) ingest(ctx context.Context) error {
 				req.records += int(sp.Recs)
 			}
 			var err error
-			if cfg.Format == FormatCBOR {
+			if format == FormatCBOR {
 				req.body, err = enc.Encode(nil, batch)
 			} else {
 				req.body, err = encodeJSONLines(batch)
 			}
 			if err != nil {
-				return fmt.Errorf("encode request %d: %w", len(reqs), err)
+				return ph, fmt.Errorf("encode request %d: %w", len(reqs), err)
 			}
-			if cfg.Format == FormatCBOR && len(r.bodies) < 64 {
+			if main && format == FormatCBOR && len(r.bodies) < 64 {
 				r.bodies = append(r.bodies, req.body)
 			}
 			reqs = append(reqs, req)
@@ -377,42 +510,52 @@ func (r *runner) ingest(ctx context.Context) error {
 			spansSent += req.spans
 		}
 		round++
-		if round == 1 && r.canProfile() {
+		if main && r.cfg.Existing {
+			for _, q := range reqs {
+				ph.Spans += int64(q.spans)
+				ph.Records += int64(q.records)
+				ph.BytesSent += int64(len(q.body))
+			}
+			ph.Requests += int64(len(reqs))
+			r.logf("existing store: replayed round %d of the workload (%d spans so far), nothing sent", round, spansSent)
+			continue
+		}
+		if main && round == 1 && r.canProfile() {
 			stopProfile = r.startCPUProfile(ctx, "ingest")
 		}
-		r.logf("ingest round %d: %d requests, %d spans so far, %.1f MB of %s", round, len(reqs), spansSent, float64(roundBytes)/1e6, cfg.Format)
+		r.logf("ingest %s round %d: %d requests, %d spans so far, %.1f MB of %s", name, round, len(reqs), spansSent, float64(roundBytes)/1e6, format)
 		cpu0 := r.cpuTimes()
-		lat, d, err := r.send(ctx, reqs, contentType)
-		r.addCPU(cpu0, &r.rep.IngestDaemonCPUSeconds, &r.rep.IngestClientCPUSeconds)
+		lat, d, err := r.send(ctx, reqs, contentType, clients)
+		r.addCPU(cpu0, &ph.DaemonCPUSeconds, &ph.ClientCPUSeconds)
 		if err != nil {
 			if stopProfile != nil {
 				stopProfile()
 			}
-			return err
+			return ph, err
 		}
 		all.Merge(lat)
 		elapsed += d
 		for _, q := range reqs {
-			r.rep.Spans += int64(q.spans)
-			r.rep.Records += int64(q.records)
-			r.rep.IngestBytesSent += int64(len(q.body))
+			ph.Spans += int64(q.spans)
+			ph.Records += int64(q.records)
+			ph.BytesSent += int64(len(q.body))
 		}
-		r.rep.IngestRequests += int64(len(reqs))
+		ph.Requests += int64(len(reqs))
 	}
-	r.rep.Traces = gen.Traces()
-	r.rep.IngestSeconds = elapsed.Seconds()
+	ph.Seconds = elapsed.Seconds()
 	s := all.Summary()
-	r.rep.IngestP50Ms, r.rep.IngestP99Ms, r.rep.IngestP999Ms = s.P50Ms, s.P99Ms, s.P999Ms
-	r.logf("ingest: %d spans, %d records in %.2f s", r.rep.Spans, r.rep.Records, r.rep.IngestSeconds)
+	ph.P50Ms, ph.P99Ms, ph.P999Ms = s.P50Ms, s.P99Ms, s.P999Ms
+	ph.finish()
+	r.logf("ingest %s: %d spans, %d records in %.2f s", name, ph.Spans, ph.Records, ph.Seconds)
 	if stopProfile != nil {
 		if err := stopProfile(); err != nil {
-			return err
+			return ph, err
 		}
 		if err := r.saveProfile(ctx, "/debug/pprof/heap", "ingest.heap.pprof"); err != nil {
-			return err
+			return ph, err
 		}
 	}
-	return nil
+	return ph, nil
 }
 
 // remember keeps a reservoir sample of traces and span durations and the
@@ -454,13 +597,13 @@ func encodeJSONLines(spans []*trace.Span) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// send posts reqs with Clients concurrent clients and returns the request
+// send posts reqs with clients concurrent clients and returns the request
 // latencies and the wall time.
-func (r *runner) send(ctx context.Context, reqs []request, contentType string) (*Latencies, time.Duration, error) {
+func (r *runner) send(ctx context.Context, reqs []request, contentType string, clients int) (*Latencies, time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
-	lats := make([]Latencies, r.cfg.Clients)
+	lats := make([]Latencies, clients)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := range lats {
@@ -657,6 +800,12 @@ func (r *runner) probeLZ4(payloads [][]byte, note string) error {
 		return err
 	}
 	r.rep.CodecLimits = lim
+	r.logf("CBOR on the same payloads, one core")
+	clim, err := ProbeCBOR(payloads, r.cfg.LZ4For)
+	if err != nil {
+		return err
+	}
+	r.rep.CBORLimits = clim
 	if note != "" {
 		r.rep.Notes = append(r.rep.Notes, "LZ4 measured on "+note)
 	}
@@ -684,8 +833,8 @@ func (r *runner) recover(ctx context.Context) error {
 	r.rep.RecoverDataBytes = dataBytes
 	r.rep.RecoverMBPerS = mbPerS(dataBytes, d)
 	r.rep.RecoverSpans = spans
-	if spans != r.rep.Spans {
-		return fmt.Errorf("recovery indexed %d spans, %d were stored", spans, r.rep.Spans)
+	if spans != r.rep.StoredSpans {
+		return fmt.Errorf("recovery indexed %d spans, %d were stored", spans, r.rep.StoredSpans)
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := Config{ZtsdPath: bin, WorkDir: work, Keep: true, Pprof: true, ProfileDir: filepath.Join(work, "prof"), ProfileSeconds: 1,
 		Workload: Workload{Seed: 5}, Spans: 3000, Clients: 4, BatchSpans: 200, Gets: 300, Searches: 20,
 		ProbeBytes: 2 << 20, FsyncFor: 50 * time.Millisecond, LZ4For: 20 * time.Millisecond,
+		UnbatchedFor: 300 * time.Millisecond, SpaceSpans: 2000,
 		Recover: recoverInProcess, Progress: &progress}
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -45,9 +46,29 @@ func TestRunEndToEnd(t *testing.T) {
 	if rep.Spans < 3000 || rep.Spans > 3000+12 || rep.Records < 10*rep.Spans/2 || rep.IngestRequests < 15 {
 		t.Errorf("ingest: %d spans, %d records in %d requests", rep.Spans, rep.Records, rep.IngestRequests)
 	}
-	if rep.RecoverSpans != rep.Spans || rep.RecoverMBPerS <= 0 || rep.RecoverDataBytes != rep.DataBytes {
+	// The main phase, then Trace JSON (a quarter as many spans) and the
+	// unbatched writers into the same store.
+	if len(rep.Phases) != 3 || rep.Phases[0].Name != "batched cbor" || rep.Phases[1].Name != "batched json" ||
+		rep.Phases[2].Name != PhaseUnbatched || rep.Phases[1].Spans < 750 || rep.Phases[2].Spans == 0 ||
+		rep.Phases[2].BatchSpans != 1 || rep.Phases[2].Clients != 2 {
+		t.Errorf("phases: %+v", rep.Phases)
+	}
+	if sum := rep.Phases[0].Spans + rep.Phases[1].Spans + rep.Phases[2].Spans; rep.StoredSpans != sum {
+		t.Errorf("stored spans %d, phases sent %d", rep.StoredSpans, sum)
+	}
+	if rep.RecoverSpans != rep.StoredSpans || rep.RecoverMBPerS <= 0 || rep.RecoverDataBytes != rep.DataBytes {
 		t.Errorf("recovery indexed %d spans of %d data bytes (the store holds %d spans, %d data bytes)",
-			rep.RecoverSpans, rep.RecoverDataBytes, rep.Spans, rep.DataBytes)
+			rep.RecoverSpans, rep.RecoverDataBytes, rep.StoredSpans, rep.DataBytes)
+	}
+	if rep.RestartHealthzMs <= 0 || rep.RestartFirstReadMs < rep.RestartHealthzMs {
+		t.Errorf("restart after kill -9: healthz %v ms, first read %v ms", rep.RestartHealthzMs, rep.RestartFirstReadMs)
+	}
+	if rep.SpanSpaceSpans < 2000 || rep.SpanSpace.DataBytes <= 0 || rep.SpanSpace.MetaBytes <= 0 ||
+		rep.SpanSpaceBytesPerSpan*float64(rep.SpanSpaceSpans) != float64(rep.SpanSpace.TotalBytes) || rep.RecordMarginalBytes <= 0 {
+		t.Errorf("space per span: %d spans, %+v, %v B/span, %v B/record", rep.SpanSpaceSpans, rep.SpanSpace, rep.SpanSpaceBytesPerSpan, rep.RecordMarginalBytes)
+	}
+	if rep.EncodeMBPerS <= 0 || rep.DecodeSpansPerS <= 0 {
+		t.Errorf("CBOR probe: %+v", rep.CBORLimits)
 	}
 	if rep.Gets != 300 || rep.GetP50Ms <= 0 || rep.GetP99Ms < rep.GetP50Ms {
 		t.Errorf("gets: %d, p50 %v p99 %v", rep.Gets, rep.GetP50Ms, rep.GetP99Ms)
@@ -71,20 +92,39 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("daemon profile %s: %v", name, err)
 		}
 	}
-	if !strings.Contains(progress.String(), "ingest round 1") {
+	if !strings.Contains(progress.String(), "ingest batched cbor round 1") {
 		t.Errorf("no progress lines:\n%s", progress.String())
+	}
+
+	// The store read again as an existing one (--existing): nothing sent,
+	// the reads find what the first run stored.
+	progress.Reset()
+	ex := cfg
+	ex.Existing, ex.DataDir, ex.WorkDir, ex.Keep, ex.Recover, ex.SkipProbes = true, filepath.Join(work, "data"), t.TempDir(), false, nil, true
+	ex.ProfileDir, ex.Pprof, ex.SkipRestart, ex.SpaceSpans, ex.Gets, ex.Searches = "", false, true, -1, 200, 5
+	rep3, err := Run(context.Background(), ex)
+	if err != nil {
+		t.Fatalf("existing store: %v\n%s", err, progress.String())
+	}
+	if rep3.StoredSpans != rep.StoredSpans || rep3.Spans != rep.Spans || rep3.IngestSeconds != 0 || len(rep3.Phases) != 0 || rep3.Gets != 200 {
+		t.Errorf("existing store: %d stored spans (want %d), main phase %d spans (want %d) in %v s, phases %+v, %d gets",
+			rep3.StoredSpans, rep.StoredSpans, rep3.Spans, rep.Spans, rep3.IngestSeconds, rep3.Phases, rep3.Gets)
+	}
+	if _, err := os.Stat(filepath.Join(work, "data")); err != nil {
+		t.Errorf("the existing data directory is gone: %v", err)
 	}
 
 	// The same seed again sends the same traffic: equal counts and bytes.
 	cfg.WorkDir, cfg.ProfileDir, cfg.Keep, cfg.Recover, cfg.SkipProbes = t.TempDir(), "", false, nil, true
-	cfg.Pprof = false
+	cfg.Pprof, cfg.UnbatchedFor, cfg.SpaceSpans, cfg.SkipRestart = false, -1, -1, true
 	rep2, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep2.Spans != rep.Spans || rep2.Records != rep.Records || rep2.IngestBytesSent != rep.IngestBytesSent || rep2.PayloadBytes != rep.PayloadBytes {
+	if rep2.Spans != rep.Spans || rep2.Records != rep.Records || rep2.IngestBytesSent != rep.IngestBytesSent ||
+		rep2.Phases[1].BytesSent != rep.Phases[1].BytesSent {
 		t.Errorf("a second run with seed 5 differs: %d/%d/%d/%d vs %d/%d/%d/%d", rep2.Spans, rep2.Records, rep2.IngestBytesSent,
-			rep2.PayloadBytes, rep.Spans, rep.Records, rep.IngestBytesSent, rep.PayloadBytes)
+			rep2.Phases[1].BytesSent, rep.Spans, rep.Records, rep.IngestBytesSent, rep.Phases[1].BytesSent)
 	}
 	if ents, _ := os.ReadDir(cfg.WorkDir); len(ents) != 0 {
 		t.Errorf("work directory not cleaned up: %d entries", len(ents))

@@ -31,6 +31,10 @@ type Workload struct {
 	// TraceGapNS is the mean gap between the start times of consecutive
 	// traces (default 1 ms), so time-range searches select a slice.
 	TraceGapNS int64
+	// SpansOnly gives every span one record, its root (the operation), and
+	// no nested method calls: the shape of an OTLP span (ingest/otlp maps
+	// a span's name to its root record), for the space per span.
+	SpansOnly bool
 }
 
 func (w Workload) withDefaults() Workload {
@@ -187,6 +191,9 @@ func (g *Generator) Trace() []*trace.Span {
 		}
 		sp.Attrs.Set("http.status_code", trace.Int(status))
 		nrec := 1 + int(g.recs.Uint64())
+		if g.w.SpansOnly {
+			nrec = 1
+		}
 		sp.Root = g.records(nrec, isDB)
 		sp.DurationNS = sp.Root.DurationNS
 		if failed {

@@ -9,9 +9,16 @@
 #      directory and prints one table of results next to this machine's
 #      limits (and writes the same as JSON).
 #
-# Everything lands in $BENCH_OUT: micro.txt (raw `go test -bench` output,
-# for benchstat comparisons with a later run), benchstat.txt, table.txt and
-# bench.json.
+# Everything lands in $BENCH_OUT: micro.txt (raw `go test -bench` output),
+# benchstat.txt (its summary, or, when $BENCH_BASELINE exists, the
+# comparison baseline → this run), table.txt and bench.json.
+#
+# Before/after comparisons of the micro-benchmarks:
+#   make bench-baseline     # on the old code: micro-benchmarks only, saved
+#                           # as bench-out/baseline.txt
+#   (change the code)
+#   make bench-micro        # micro-benchmarks only, compared with it
+#   make bench              # everything, compared with it
 #
 # Environment (all optional):
 #   GO            go command (default go)
@@ -21,7 +28,15 @@
 #   BENCH_COUNT   -count of the micro-benchmarks (default 6: enough for
 #                 benchstat's confidence intervals)
 #   BENCH_TIME    -benchtime of the micro-benchmarks (default 500ms)
-#   BENCH_MICRO   0 skips the micro-benchmarks (bench-large does)
+#   BENCH_MICRO   0 skips the micro-benchmarks (bench-large does);
+#                 "only" runs nothing else
+#   BENCH_PKGS    packages of the micro-benchmarks (default ./storedir
+#                 ./index ./trace ./chunk)
+#   BENCH_FILTER  -bench pattern (default .)
+#   BENCH_BASELINE  an earlier micro.txt to compare with (default
+#                 $BENCH_OUT/baseline.txt, when it exists)
+#   BENCH_SAVE_BASELINE  1: also copy this run's micro.txt to
+#                 $BENCH_BASELINE (make bench-baseline)
 #   BENCH_SPANS   spans the load generator ingests (default 300000)
 #   BENCH_ARGS    further `ztsctl bench` flags, e.g. "--clients 16 --pprof"
 set -eu
@@ -32,6 +47,10 @@ OUT=${BENCH_OUT:-bench-out}
 COUNT=${BENCH_COUNT:-6}
 BENCHTIME=${BENCH_TIME:-500ms}
 MICRO=${BENCH_MICRO:-1}
+PKGS=${BENCH_PKGS:-./storedir ./index ./trace ./chunk}
+FILTER=${BENCH_FILTER:-.}
+BASELINE=${BENCH_BASELINE:-$OUT/baseline.txt}
+SAVE_BASELINE=${BENCH_SAVE_BASELINE:-0}
 SPANS=${BENCH_SPANS:-300000}
 ARGS=${BENCH_ARGS:-}
 
@@ -53,10 +72,23 @@ if [ "$MICRO" != 0 ]; then
 		GOBIN=$gobin $GO install golang.org/x/perf/cmd/benchstat@latest
 		BENCHSTAT=$gobin/benchstat
 	fi
-	echo "== micro-benchmarks (-count $COUNT -benchtime $BENCHTIME) -> $OUT/micro.txt" >&2
-	$GO test -run '^$' -bench . -benchmem -count "$COUNT" -benchtime "$BENCHTIME" \
-		./storedir ./trace ./chunk >"$OUT/micro.txt"
-	"$BENCHSTAT" "$OUT/micro.txt" | tee "$OUT/benchstat.txt"
+	echo "== micro-benchmarks $PKGS (-bench '$FILTER' -count $COUNT -benchtime $BENCHTIME) -> $OUT/micro.txt" >&2
+	# shellcheck disable=SC2086 # BENCH_PKGS is a list of packages
+	$GO test -run '^$' -bench "$FILTER" -benchmem -count "$COUNT" -benchtime "$BENCHTIME" \
+		$PKGS >"$OUT/micro.txt"
+	if [ "$SAVE_BASELINE" = 1 ]; then
+		cp "$OUT/micro.txt" "$BASELINE"
+		echo "bench.sh: saved the baseline $BASELINE" >&2
+		"$BENCHSTAT" "$BASELINE" | tee "$OUT/benchstat.txt"
+	elif [ -f "$BASELINE" ]; then
+		echo "== benchstat $BASELINE (before) $OUT/micro.txt (after)" >&2
+		"$BENCHSTAT" before="$BASELINE" after="$OUT/micro.txt" | tee "$OUT/benchstat.txt"
+	else
+		"$BENCHSTAT" "$OUT/micro.txt" | tee "$OUT/benchstat.txt"
+	fi
+fi
+if [ "$MICRO" = only ]; then
+	exit 0
 fi
 
 echo "== ztsctl bench --spans $SPANS $ARGS -> $OUT/table.txt, $OUT/bench.json" >&2

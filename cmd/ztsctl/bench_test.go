@@ -19,12 +19,14 @@ func TestBenchCLI(t *testing.T) {
 	ztsd := filepath.Join(daemontest.Binaries(t), "ztsd")
 	jsonOut := filepath.Join(t.TempDir(), "bench.json")
 	out, errOut, code := ctl(t, "bench", "--ztsd", ztsd, "--spans", "2000", "--clients", "2", "--batch", "100",
-		"--gets", "100", "--searches", "5", "--probe-mib", "2", "--format", "json", "--json-out", jsonOut)
+		"--gets", "100", "--searches", "5", "--probe-mib", "2", "--format", "json", "--json-out", jsonOut,
+		"--unbatched-for", "300ms", "--space-spans", "1000", "--other-format-spans", "300")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"ingest spans/s", "get by id p99", "search text p99", "recover", "disk bytes/record (all)",
-		"limit: disk read (O_DIRECT)", "2 json clients × 100 spans/request"} {
+	for _, want := range []string{"ingest batched json spans/s", "ingest batched cbor spans/s", "2 unbatched writers",
+		"get by id p99", "search text p99", "recover", "disk bytes per 6-attribute span", "disk bytes per method-call record",
+		"restart after kill -9: /healthz", "limit: disk read (O_DIRECT)", "limit: CBOR decode, 1 core", "2 json clients × 100 spans/request"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -37,10 +39,12 @@ func TestBenchCLI(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep["ingest_format"] != "json" || rep["spans"].(float64) < 2000 || rep["recover_spans"] != rep["spans"] {
-		t.Errorf("report: format %v, spans %v, recovered %v", rep["ingest_format"], rep["spans"], rep["recover_spans"])
+	if rep["ingest_format"] != "json" || rep["spans"].(float64) < 2000 || rep["stored_spans"].(float64) < 2300 ||
+		rep["recover_spans"] != rep["stored_spans"] {
+		t.Errorf("report: format %v, spans %v, stored %v, recovered %v", rep["ingest_format"], rep["spans"], rep["stored_spans"], rep["recover_spans"])
 	}
-	for _, k := range []string{"ingest_records_per_s", "get_p99_ms", "bytes_per_record", "disk_write_mb_per_s", "lz4_compress_mb_per_s"} {
+	for _, k := range []string{"ingest_records_per_s", "get_p99_ms", "bytes_per_record", "disk_write_mb_per_s", "lz4_compress_mb_per_s",
+		"cbor_decode_mb_per_s", "span_space_bytes_per_span", "restart_healthz_ms", "record_marginal_bytes"} {
 		if v, ok := rep[k].(float64); !ok || v <= 0 {
 			t.Errorf("%s = %v", k, rep[k])
 		}

@@ -1,0 +1,242 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ztsd/ztsd/trace"
+)
+
+// IngestPhase is the outcome of one ingest load.
+type IngestPhase struct {
+	Name       string `json:"name"`
+	Format     string `json:"format"`
+	Clients    int    `json:"clients"`
+	BatchSpans int    `json:"batch_spans"`
+
+	Spans     int64   `json:"spans"`
+	Records   int64   `json:"records"`
+	Requests  int64   `json:"requests"`
+	BytesSent int64   `json:"bytes_sent"`
+	Seconds   float64 `json:"seconds"`
+	// SpansPerS and RecordsPerS count acknowledged (durable) spans and
+	// records per second of sending.
+	SpansPerS   float64 `json:"spans_per_s"`
+	RecordsPerS float64 `json:"records_per_s"`
+	P50Ms       float64 `json:"request_p50_ms"`
+	P99Ms       float64 `json:"request_p99_ms"`
+	P999Ms      float64 `json:"request_p999_ms"`
+	// DaemonCPUSeconds is the daemon's CPU time over the phase (0 for a
+	// daemon this run did not start), DaemonCPUUsPerSpan the same per
+	// span; ClientCPUSeconds is this process's.
+	DaemonCPUSeconds   float64 `json:"daemon_cpu_s"`
+	DaemonCPUUsPerSpan float64 `json:"daemon_cpu_us_per_span"`
+	ClientCPUSeconds   float64 `json:"client_cpu_s"`
+}
+
+func (p *IngestPhase) finish() {
+	p.SpansPerS = div(float64(p.Spans), p.Seconds)
+	p.RecordsPerS = div(float64(p.Records), p.Seconds)
+	p.DaemonCPUUsPerSpan = div(p.DaemonCPUSeconds*1e6, float64(p.Spans))
+}
+
+// addPhase records an ingest phase into the main daemon's store.
+func (r *runner) addPhase(ph IngestPhase) {
+	r.rep.StoredSpans += ph.Spans
+	r.rep.StoredRecords += ph.Records
+	r.rep.Phases = append(r.rep.Phases, ph)
+}
+
+// Phase names of the ingest loads besides the main one.
+const (
+	PhaseUnbatched = "unbatched"
+)
+
+// unbatched runs cfg.UnbatchedClients clients in a closed loop for
+// cfg.UnbatchedFor, each sending requests of one span (cfg.Format) of the
+// main workload, produced by one goroutine ahead of the senders. It
+// returns the trace id of the last span acknowledged.
+func (r *runner) unbatched(ctx context.Context) (trace.TraceID, error) {
+	cfg := r.cfg
+	ph := IngestPhase{Name: PhaseUnbatched, Format: cfg.Format, Clients: cfg.UnbatchedClients, BatchSpans: 1}
+	contentType := "application/cbor"
+	if cfg.Format == FormatJSON {
+		contentType = "application/x-ndjson"
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	type one struct {
+		body []byte
+		id   trace.TraceID
+		recs int64
+	}
+	reqs := make(chan one, 4096)
+	go func() {
+		defer close(reqs)
+		var enc trace.ChunkEncoder
+		for ctx.Err() == nil {
+			for _, sp := range r.gen.Trace() {
+				var body []byte
+				var err error
+				if cfg.Format == FormatCBOR {
+					body, err = enc.Encode(nil, []*trace.Span{sp})
+				} else {
+					body, err = encodeJSONLines([]*trace.Span{sp})
+				}
+				if err != nil {
+					cancel(fmt.Errorf("encode: %w", err))
+					return
+				}
+				select {
+				case reqs <- one{body, sp.TraceID, sp.Recs}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	// Fill the queue before the clock starts.
+	for len(reqs) < cap(reqs)/2 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	r.logf("ingest %s: %d clients × 1 span/request for %v", PhaseUnbatched, cfg.UnbatchedClients, cfg.UnbatchedFor)
+	lats := make([]Latencies, cfg.UnbatchedClients)
+	var spans, records, sent atomic.Int64
+	var lastMu sync.Mutex
+	var last trace.TraceID
+	cpu0 := r.cpuTimes()
+	start := time.Now()
+	deadline := start.Add(cfg.UnbatchedFor)
+	var wg sync.WaitGroup
+	for c := range lats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				q, ok := <-reqs
+				if !ok {
+					return
+				}
+				t0 := time.Now()
+				if err := r.hc.do(ctx, "POST", "/v1/traces", contentType, q.body, &out); err != nil {
+					cancel(fmt.Errorf("unbatched request: %w", err))
+					return
+				}
+				lats[c].Add(time.Since(t0))
+				spans.Add(1)
+				records.Add(q.recs)
+				sent.Add(int64(len(q.body)))
+				lastMu.Lock()
+				last = q.id
+				lastMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	r.addCPU(cpu0, &ph.DaemonCPUSeconds, &ph.ClientCPUSeconds)
+	err := context.Cause(ctx)
+	cancel(nil)
+	for range reqs { // let the producer finish
+	}
+	if err != nil {
+		return last, err
+	}
+	var all Latencies
+	for i := range lats {
+		all.Merge(&lats[i])
+	}
+	s := all.Summary()
+	ph.Spans, ph.Records, ph.Requests, ph.BytesSent = spans.Load(), records.Load(), spans.Load(), sent.Load()
+	ph.Seconds = elapsed.Seconds()
+	ph.P50Ms, ph.P99Ms, ph.P999Ms = s.P50Ms, s.P99Ms, s.P999Ms
+	ph.finish()
+	r.addPhase(ph)
+	r.logf("ingest %s: %d spans in %.2f s", PhaseUnbatched, ph.Spans, ph.Seconds)
+	return last, nil
+}
+
+// restartAfterKill kills the daemon with SIGKILL (its indexes' memtables,
+// which have no WAL, are lost: the store re-indexes from its watermark),
+// starts it again on the same data directory and measures how long until
+// it answers /healthz and until it serves a get of trace probe (the last
+// one acknowledged).
+func (r *runner) restartAfterKill(ctx context.Context, probe trace.TraceID) error {
+	cfg := r.cfg
+	r.logf("kill -9 and restart")
+	r.daemon.Kill()
+	r.hc.close()
+	t0 := time.Now()
+	d, err := StartDaemon(ctx, cfg.ZtsdPath, cfg.WorkDir, cfg.DataDir, cfg.Sync, cfg.Pprof, cfg.ExtraConfig)
+	if err != nil {
+		r.daemon = nil
+		return fmt.Errorf("restart after kill -9: %w", err)
+	}
+	r.rep.RestartHealthzMs = ms(time.Since(t0))
+	r.daemon = d
+	r.hc = newHTTPClient(d.Socket, "")
+	var out bytes.Buffer
+	path := "/v1/traces/" + probe.String()
+	for {
+		err := r.hc.do(ctx, "GET", path, "", nil, &out)
+		if err == nil {
+			break
+		}
+		var se *StatusError
+		if !errors.As(err, &se) || time.Since(t0) > 10*time.Minute {
+			return fmt.Errorf("get %s after restart: %w", probe, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	r.rep.RestartFirstReadMs = ms(time.Since(t0))
+	r.logf("restart: healthz after %.0f ms, trace %s read after %.0f ms", r.rep.RestartHealthzMs, probe, r.rep.RestartFirstReadMs)
+	return nil
+}
+
+// spanSpace stores cfg.SpaceSpans spans of the OTLP shape (six attributes,
+// one root record: Workload.SpansOnly) in a daemon of their own, stops it
+// and measures the bytes on disk per span.
+func (r *runner) spanSpace(ctx context.Context) error {
+	cfg := r.cfg
+	work, err := os.MkdirTemp(cfg.WorkDir, "spans-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	data := filepath.Join(work, "data")
+	r.logf("space: %d spans of six attributes without method calls, in a daemon of their own", cfg.SpaceSpans)
+	d, err := StartDaemon(ctx, cfg.ZtsdPath, work, data, cfg.Sync, false, cfg.ExtraConfig)
+	if err != nil {
+		return err
+	}
+	defer d.Kill()
+	saved := r.hc
+	r.hc = newHTTPClient(d.Socket, "")
+	defer func() { r.hc.close(); r.hc = saved }()
+	w := cfg.Workload
+	w.Seed++
+	w.SpansOnly = true
+	ph, err := r.ingestPhase(ctx, "space spans", NewGenerator(w), FormatCBOR, cfg.SpaceSpans, cfg.Clients, cfg.BatchSpans, false)
+	if err != nil {
+		return err
+	}
+	if err := d.Stop(2 * time.Minute); err != nil {
+		return err
+	}
+	sp, _, err := MeasureSpace(data, 0)
+	if err != nil {
+		return err
+	}
+	r.rep.SpanSpace = sp
+	r.rep.SpanSpaceSpans = ph.Spans
+	r.rep.SpanSpaceBytesPerSpan = div(float64(sp.TotalBytes), float64(ph.Spans))
+	return nil
+}
