@@ -14,20 +14,20 @@ const (
 	// JaegerBadgerSpansPerS is Jaeger v2.20 + Badger's acknowledged spans/s
 	// on the OTLP/gRPC load, measured side by side on the reference 2-core
 	// machine (DESIGN.md); the OTLP goal is 5 times it.
-	JaegerBadgerSpansPerS         = 17_400
-	BudgetOTLPSpansPerS           = 5 * JaegerBadgerSpansPerS
-	BudgetOTLPDaemonCPUUsPerSpan  = 15
-	BudgetIngestSpansPerS         = 150_000
-	BudgetIngestRecordsPerS       = 1_500_000
-	BudgetUnbatchedSpansPerS      = 10_000
-	BudgetGetP99Ms                = 0.5
-	BudgetReadSpans               = 10_000_000 // the read budgets hold with this many spans stored
-	BudgetSearchAttributeP99Ms    = 5
-	BudgetSearchTextP99Ms         = 10
-	BudgetRecoverReadRatio        = 0.5
-	BudgetRestartMs               = 1000
-	BudgetBytesPerSpan            = 60
-	BudgetBytesPerRecord          = 40
+	JaegerBadgerSpansPerS        = 17_400
+	BudgetOTLPSpansPerS          = 5 * JaegerBadgerSpansPerS
+	BudgetOTLPDaemonCPUUsPerSpan = 15
+	BudgetIngestSpansPerS        = 150_000
+	BudgetIngestRecordsPerS      = 1_500_000
+	BudgetUnbatchedSpansPerS     = 10_000
+	BudgetGetP99Ms               = 0.5
+	BudgetReadSpans              = 10_000_000 // the read budgets hold with this many spans stored
+	BudgetSearchAttributeP99Ms   = 5
+	BudgetSearchTextP99Ms        = 10
+	BudgetRecoverReadRatio       = 0.5
+	BudgetRestartMs              = 1000
+	BudgetBytesPerSpan           = 60
+	BudgetBytesPerRecord         = 40
 )
 
 // Row statuses.
@@ -62,13 +62,13 @@ type Report struct {
 	// StoredSpans and StoredRecords count what every phase stored in the
 	// main daemon (its bytes on disk and recovery are of these), Phases
 	// lists every phase (the main one first).
-	Spans         int64         `json:"spans"`
-	Records       int64         `json:"records"`
-	StoredSpans   int64         `json:"stored_spans"`
-	StoredRecords int64         `json:"stored_records"`
-	Phases        []IngestPhase `json:"ingest_phases"`
-	Traces         int64   `json:"traces"`
-	RecordsPerSpan float64 `json:"records_per_span"`
+	Spans          int64         `json:"spans"`
+	Records        int64         `json:"records"`
+	StoredSpans    int64         `json:"stored_spans"`
+	StoredRecords  int64         `json:"stored_records"`
+	Phases         []IngestPhase `json:"ingest_phases"`
+	Traces         int64         `json:"traces"`
+	RecordsPerSpan float64       `json:"records_per_span"`
 
 	IngestRequests  int64   `json:"ingest_requests"`
 	IngestBytesSent int64   `json:"ingest_bytes_sent"`

@@ -207,7 +207,7 @@ type runner struct {
 	durations []int64        // reservoir of span durations
 	firstNS   int64
 	lastNS    int64
-	bodies    [][]byte // a few CBOR bodies, for the LZ4 probe without a data dir
+	bodies    [][]byte   // a few CBOR bodies, for the LZ4 probe without a data dir
 	gen       *Generator // the main workload, continued by later ingest phases
 	rng       *rand.Rand
 	// ownWork and ownData say the run created the work and data
