@@ -326,12 +326,19 @@ func (d *Discoverer) Scan(ctx context.Context) (Changes, error) {
 	return ch, errors.Join(errs...)
 }
 
-// Run scans now and then every Interval until ctx ends. A failed scan is
-// logged and retried at the next tick.
+// Run scans every Interval until ctx ends (the first scan one Interval
+// from now: callers Scan once themselves at start, to serve what the
+// bucket holds before they report ready). A failed scan is logged and
+// retried at the next tick.
 func (d *Discoverer) Run(ctx context.Context) {
 	t := time.NewTicker(d.opt.Interval)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		t0 := time.Now()
 		ch, err := d.Scan(ctx)
 		if ctx.Err() != nil {
@@ -343,11 +350,6 @@ func (d *Discoverer) Run(ctx context.Context) {
 		if len(ch.Added)+len(ch.Replaced)+len(ch.Dropped) > 0 {
 			d.opt.Logger.Info("remote stores: scanned the bucket", "manifests", ch.Manifests, "added", len(ch.Added),
 				"replaced", len(ch.Replaced), "dropped", len(ch.Dropped), "failed", ch.Failed, "took", time.Since(t0).Round(time.Millisecond))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }

@@ -76,6 +76,12 @@ type Options struct {
 	// Routes are further handlers served behind the same access checks
 	// (query APIs, the web UI), each owned by its own package.
 	Routes []Route
+	// QueryOnly refuses every write (403, code "query_only"): the daemon
+	// is a query node serving stores from a bucket (ztsd --query).
+	QueryOnly bool
+	// RemoteStores, when set, counts the stores served from a bucket, for
+	// /healthz.
+	RemoteStores func() int
 	// Budget is the daemon's memory budget: every write request reserves
 	// BodyMemoryFactor times its body size (max_body_size when the length
 	// is not known) until it is answered, and is refused 503 with
@@ -121,6 +127,9 @@ type Server struct {
 	shutting atomic.Bool
 	otlp     http.Handler
 	budget   *membudget.Budget
+	// queryOnly and remoteStores: Options.QueryOnly and RemoteStores.
+	queryOnly    bool
+	remoteStores func() int
 	// unavailable rate-limits the logging of 503 answers.
 	unavailable *rateLog
 }
@@ -137,7 +146,7 @@ func New(db *storedir.DB, opt Options) *Server {
 		opt.Limits = DefaultLimits()
 	}
 	s := &Server{db: db, log: opt.Logger, metrics: opt.Metrics, mux: http.NewServeMux(), budget: opt.Budget,
-		unavailable: newRateLog(unavailableLogEvery)}
+		unavailable: newRateLog(unavailableLogEvery), queryOnly: opt.QueryOnly, remoteStores: opt.RemoteStores}
 	s.limits.Store(&opt.Limits)
 	s.access.Store(&opt.Access)
 	s.route("POST /v1/traces", "put", write, s.handlePut)
@@ -207,6 +216,10 @@ func (s *Server) checked(kind accessKind, h http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, "forbidden", err.Error())
 			return
 		}
+		if kind == write && s.queryOnly {
+			writeError(w, http.StatusForbidden, "query_only", QueryOnlyMessage)
+			return
+		}
 		if kind == write && s.shutting.Load() {
 			w.Header().Set("Retry-After", "5")
 			writeError(w, http.StatusServiceUnavailable, "shutting_down", "ztsd is shutting down")
@@ -228,6 +241,10 @@ func (s *Server) checked(kind accessKind, h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// QueryOnlyMessage is what a query node answers a write (403, code
+// "query_only").
+const QueryOnlyMessage = "query-only node: it serves the stores in a bucket and takes no writes; writes go to an ingesting node"
 
 // Error is an API error with its status and code.
 type Error struct {
@@ -784,18 +801,28 @@ type HealthResponse struct {
 	// ReadOnly says why the daemon takes no writes (started on a full
 	// disk); the status is then "degraded".
 	ReadOnly string `json:"read_only,omitempty"`
+	// QueryOnly: a query node (ztsd --query), serving the stores in a
+	// bucket and taking no writes.
+	QueryOnly bool `json:"query_only,omitempty"`
+	// RemoteStores is how many stores are served from a bucket (present
+	// when a bucket is configured).
+	RemoteStores *int `json:"remote_stores,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	if s.shutting.Load() {
 		return writeJSON(w, http.StatusServiceUnavailable, HealthResponse{Status: "shutting_down"})
 	}
+	h := HealthResponse{Status: "ok", QueryOnly: s.queryOnly}
+	if s.remoteStores != nil {
+		n := s.remoteStores()
+		h.RemoteStores = &n
+	}
 	catching := s.db.CatchingUp()
 	if bad, ro := s.db.Degraded(), s.db.ReadOnly(); len(bad) > 0 || ro != "" {
-		return writeJSON(w, http.StatusOK, HealthResponse{Status: "degraded", Stores: bad, ReadOnly: ro, CatchingUp: catching})
+		h.Status, h.Stores, h.ReadOnly, h.CatchingUp = "degraded", bad, ro, catching
+	} else if len(catching) > 0 {
+		h.Status, h.CatchingUp = "catching_up", catching
 	}
-	if len(catching) > 0 {
-		return writeJSON(w, http.StatusOK, HealthResponse{Status: "catching_up", CatchingUp: catching})
-	}
-	return writeJSON(w, http.StatusOK, HealthResponse{Status: "ok"})
+	return writeJSON(w, http.StatusOK, h)
 }
