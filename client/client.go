@@ -645,6 +645,12 @@ type HealthStatus struct {
 	// ReadOnly says why the daemon takes no writes (it started on a
 	// full disk).
 	ReadOnly string `json:"read_only"`
+	// QueryOnly: a query node (ztsd --query), serving the stores in a
+	// bucket and refusing writes.
+	QueryOnly bool `json:"query_only"`
+	// RemoteStores is how many stores the daemon serves from a bucket
+	// (nil when it has none configured).
+	RemoteStores *int `json:"remote_stores"`
 }
 
 // HealthStatus returns the daemon's health: an error when it does not
