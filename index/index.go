@@ -369,6 +369,21 @@ func (ix *Index) Compact() error {
 	return nil
 }
 
+// Checkpoint writes a consistent copy of the index as of now into dir
+// (which must not exist): Pebble's checkpoint, its tables hard-linked where
+// the file system allows. The copy opens like any index directory; the
+// tiering uploader sends it to a bucket while the live index may compact.
+func (ix *Index) Checkpoint(dir string) error {
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
+	if err := ix.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		return fmt.Errorf("index %s: checkpoint to %s: %w", ix.dir, dir, err)
+	}
+	return nil
+}
+
 // Close flushes (the index has no WAL) and closes the index. Close waits for
 // running operations; it must not be called from a Search callback.
 func (ix *Index) Close() error {

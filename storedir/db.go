@@ -92,6 +92,10 @@ type Options struct {
 	// 0 means a tenth of the file system, between 4 and 256 MiB; a
 	// negative value turns the check off.
 	MinFreeBytes int64
+	// OnSealed, if set, is called (from the committer's goroutine: it
+	// must not block) after a store was sealed by rotation; the tiering
+	// uploader wakes up on it.
+	OnSealed func(id uint32)
 
 	// replayCheckpoint and replayed: see storeOptions (tests only).
 	replayCheckpoint int64
@@ -429,6 +433,9 @@ func (db *DB) Rotate() error {
 			db.log.Error("sealing the previous store failed; it will be sealed at the next start", "store", StoreName(cur.id), "err", err)
 		} else {
 			db.log.Info("rotated store", "sealed", StoreName(cur.id), "new", StoreName(id))
+			if db.opt.OnSealed != nil {
+				db.opt.OnSealed(cur.id)
+			}
 		}
 	}
 	return db.applyRetentionLocked()

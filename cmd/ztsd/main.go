@@ -26,6 +26,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ import (
 	"github.com/ztsd/ztsd/server"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/tempoapi"
+	"github.com/ztsd/ztsd/tiering"
 	"github.com/ztsd/ztsd/trace"
 	"github.com/ztsd/ztsd/webui"
 )
@@ -148,6 +150,10 @@ type daemonState struct {
 	srv    *server.Server
 	budget *membudget.Budget
 	conns  *server.ConnLimiter
+	// tiering uploads sealed stores to the bucket (nil without one);
+	// uploader is what storedir's OnSealed wakes.
+	tiering  *tieringState
+	uploader atomic.Pointer[tiering.Uploader]
 }
 
 func storeOptions(cfg config.Config, log *slog.Logger, obs storedir.Observer) (storedir.Options, error) {
@@ -234,6 +240,12 @@ func (d *daemonState) serve() error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if tieringOn(d.cfg) {
+		// [retention] applies to the node's stores local and in the
+		// bucket together: the uploader applies it, not storedir.
+		opts.Retention = storedir.Retention{}
+		opts.OnSealed = sealedHook(&d.uploader)
+	}
 	t0 := time.Now()
 	d.db, err = storedir.Open(ctx, d.cfg.DataDir, opts)
 	if err != nil {
@@ -244,6 +256,12 @@ func (d *daemonState) serve() error {
 	// The committer reports into the metrics that /metrics serves.
 	d.db.SetObserver(metrics)
 	d.log.Info("stores open", "data_dir", d.cfg.DataDir, "stores", len(d.db.Stores()), "took", time.Since(t0).Round(time.Millisecond))
+	if tieringOn(d.cfg) {
+		if err := d.startTiering(metrics.Registry()); err != nil {
+			return fmt.Errorf("object_store: %w", err)
+		}
+		defer d.stopTiering()
+	}
 
 	// The memory budget starts with what the daemon holds once its stores
 	// are open (their indexes' caches fill lazily: counting their capacity
@@ -372,6 +390,7 @@ func (d *daemonState) shutdown(httpSrv *http.Server) {
 	if err := httpSrv.Shutdown(ctx); err != nil {
 		d.log.Warn("in-flight requests did not finish in time", "err", err)
 	}
+	d.stopTiering()
 	if err := d.db.Close(); err != nil {
 		d.log.Error("closing stores", "err", err)
 	}
@@ -401,10 +420,16 @@ func (d *daemonState) reload() {
 	d.conns.SetMax(next.Limits.MaxConnections)
 	d.budget.SetLimit(int64(next.Limits.MemoryBudget))
 	debug.SetMemoryLimit(int64(next.Limits.MemoryBudget))
-	if err := d.db.SetRetention(retention(next)); err != nil {
+	if d.tiering != nil {
+		d.tiering.up.SetLimits(localLimits(next), retentionLimits(next))
+	} else if err := d.db.SetRetention(retention(next)); err != nil {
 		d.log.Error("reload: applying retention", "err", err)
 	}
 	live := next
+	// Of [object_store], the local_max_* limits change live.
+	live.ObjectStore, live.QueryOnly = d.cfg.ObjectStore, d.cfg.QueryOnly
+	live.ObjectStore.LocalMaxStores, live.ObjectStore.LocalMaxTotalSize = next.ObjectStore.LocalMaxStores, next.ObjectStore.LocalMaxTotalSize
+	live.ObjectStore.LocalMaxAge = next.ObjectStore.LocalMaxAge
 	// Keys that need a restart keep their running values.
 	live.DataDir, live.Socket, live.Listen, live.Sync, live.Store = d.cfg.DataDir, d.cfg.Socket, d.cfg.Listen, d.cfg.Sync, d.cfg.Store
 	live.UI = d.cfg.UI

@@ -12,12 +12,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -252,4 +255,71 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// Audit reads every manifest under <prefix>/<node>/ and checks it: one per
+// store, at its store's key, every file it names in the bucket with its
+// size and SHA-256 (the bytes read back), and no object under the node's
+// prefix that no manifest names (garbage of an interrupted upload). It
+// fails t on any finding and returns the manifests by store id.
+func Audit(t testing.TB, b objstore.Bucket, prefix, node string) map[uint32]*objstore.Manifest {
+	t.Helper()
+	ctx := context.Background()
+	out := map[uint32]*objstore.Manifest{}
+	var keys []string
+	if err := b.List(ctx, objstore.NodePrefix(prefix, node), func(o objstore.Object) error {
+		keys = append(keys, o.Key)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if path.Base(k) != objstore.ManifestName {
+			continue
+		}
+		rc, _, err := b.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := objstore.ParseManifest(k, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := out[m.Store]; dup || k != objstore.ManifestKey(prefix, node, m.Store) || m.Node != node {
+			t.Fatalf("manifest %s (store %d, node %q) is a duplicate or misplaced", k, m.Store, m.Node)
+		}
+		out[m.Store] = m
+	}
+	named := map[string]bool{}
+	for id, m := range out {
+		named[objstore.ManifestKey(prefix, node, id)] = true
+		for _, f := range m.Files {
+			key := objstore.FileKey(prefix, node, id, m.Generation, f.Path)
+			named[key] = true
+			rc, _, err := b.Get(ctx, key)
+			if err != nil {
+				t.Fatalf("store %d: %v", id, err)
+			}
+			h := sha256.New()
+			n, err := io.Copy(h, rc)
+			rc.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			if n != f.Size || hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
+				t.Fatalf("%s: %d bytes, sha256 %x; the manifest says %d bytes, %s", key, n, h.Sum(nil), f.Size, f.SHA256)
+			}
+		}
+	}
+	for _, k := range keys {
+		if !named[k] {
+			t.Errorf("object %s is named by no manifest", k)
+		}
+	}
+	return out
 }
