@@ -154,6 +154,10 @@ type Report struct {
 	// beyond one per span.
 	RecordMarginalBytes float64 `json:"record_marginal_bytes"`
 
+	// KeySpace is the main store's index bytes by kind of key
+	// (Config.KeySpace).
+	KeySpace []KeySpace `json:"key_space,omitempty"`
+
 	Space
 	BytesPerSpan          float64 `json:"bytes_per_span"`
 	BytesPerRecord        float64 `json:"bytes_per_record"`
@@ -401,6 +405,14 @@ func (r *Report) rows() []Row {
 		add(Row{Metric: "  metadata index bytes/record", Value: r.MetaBytesPerRecord, Unit: "B"})
 		add(Row{Metric: "  text index bytes/record", Value: r.TextBytesPerRecord, Unit: "B"})
 		add(Row{Metric: "disk bytes per span with its records", Value: r.BytesPerSpan, Unit: "B"})
+		spans := float64(r.StoredSpans)
+		for _, ks := range r.KeySpace {
+			add(Row{Metric: fmt.Sprintf("  %s '%s' %s", ks.Index, ks.Prefix, keyKinds[ks.Index+" "+ks.Prefix]),
+				Value: float64(ks.ZstdBytes) / spans, Unit: "B/span",
+				LimitOf: fmt.Sprintf("zstd sstable; snappy %.1f, none %.1f B/span; %.2f keys/span, logical %.1f B/span",
+					float64(ks.SnappyBytes)/spans, float64(ks.NoneBytes)/spans, float64(ks.Keys)/spans,
+					float64(ks.KeyBytes+ks.ValueBytes)/spans)})
+		}
 		add(Row{Metric: "compression ratio (payload/stored)", Value: r.CompressionRatio, Unit: "×"})
 	}
 

@@ -92,6 +92,11 @@ type Config struct {
 	// phases, the restart and the space measurement run on it.
 	Existing bool
 
+	// KeySpace measures, once the daemon is stopped, the bytes of each
+	// kind of index key (MeasureDataDirKeySpace); it writes each index
+	// again three times, so it is off by default.
+	KeySpace bool
+
 	// Gets is the number of get-by-id requests (default 20,000), sent by
 	// GetClients concurrent clients (default 1).
 	Gets       int
@@ -304,6 +309,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if err := r.measureSpace(); err != nil {
 		return nil, err
+	}
+	if cfg.KeySpace && stopped {
+		r.logf("measuring the bytes of each kind of index key")
+		ks, err := MeasureDataDirKeySpace(r.cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("key space: %w", err)
+		}
+		r.rep.KeySpace = ks
 	}
 	switch {
 	case cfg.Existing:

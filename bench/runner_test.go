@@ -34,7 +34,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := Config{ZtsdPath: bin, WorkDir: work, Keep: true, Pprof: true, ProfileDir: filepath.Join(work, "prof"), ProfileSeconds: 1,
 		Workload: Workload{Seed: 5}, Spans: 3000, Clients: 4, BatchSpans: 200, Gets: 300, Searches: 20,
 		ProbeBytes: 2 << 20, FsyncFor: 50 * time.Millisecond, LZ4For: 20 * time.Millisecond,
-		UnbatchedFor: 300 * time.Millisecond, SpaceSpans: 2000,
+		UnbatchedFor: 300 * time.Millisecond, SpaceSpans: 2000, KeySpace: true,
 		Recover: recoverInProcess, Progress: &progress}
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -66,6 +66,18 @@ func TestRunEndToEnd(t *testing.T) {
 	if rep.SpanSpaceSpans < 2000 || rep.SpanSpace.DataBytes <= 0 || rep.SpanSpace.MetaBytes <= 0 ||
 		rep.SpanSpaceBytesPerSpan*float64(rep.SpanSpaceSpans) != float64(rep.SpanSpace.TotalBytes) || rep.RecordMarginalBytes <= 0 {
 		t.Errorf("space per span: %d spans, %+v, %v B/span, %v B/record", rep.SpanSpaceSpans, rep.SpanSpace, rep.SpanSpaceBytesPerSpan, rep.RecordMarginalBytes)
+	}
+	kinds := map[string]KeySpace{}
+	for _, ks := range rep.KeySpace {
+		kinds[ks.Index+" "+ks.Prefix] = ks
+		if ks.Keys <= 0 || ks.ZstdBytes <= 0 || ks.NoneBytes <= 0 || ks.KeyBytes < ks.Keys {
+			t.Errorf("key space %+v", ks)
+		}
+	}
+	// Every span has a trace record and strings; six attributes each (in
+	// the open block's rows until its block of spans is full).
+	if tr, r, s := kinds["meta t"], kinds["meta r"], kinds["text s"]; tr.ValueBytes < rep.StoredSpans || r.Keys == 0 || s.Keys == 0 {
+		t.Errorf("key space by kind: %+v", rep.KeySpace)
 	}
 	if rep.EncodeMBPerS <= 0 || rep.DecodeSpansPerS <= 0 {
 		t.Errorf("CBOR probe: %+v", rep.CBORLimits)

@@ -120,6 +120,7 @@ running daemon; then recovery is skipped and bytes on disk need --data-dir.`,
 	f.IntVar(&cfg.SpaceSpans, "space-spans", 200_000, "six-attribute spans without method calls stored by a daemon of their own, for the bytes per span (negative: skipped)")
 	f.BoolVar(&cfg.SkipRestart, "no-restart", false, "skip the kill -9 and restart after the read phases")
 	f.BoolVar(&cfg.Existing, "existing", false, "--data-dir already holds the store of an earlier run with equal --seed, --spans, --batch and --format: read it (nothing is ingested)")
+	f.BoolVar(&cfg.KeySpace, "key-space", false, "measure the index bytes of each kind of key (rewrites each index three times)")
 	f.IntVar(&cfg.Gets, "gets", 20_000, "get-by-id requests")
 	f.IntVar(&cfg.GetClients, "get-clients", 1, "concurrent get-by-id clients")
 	f.IntVar(&cfg.Searches, "searches", 2_000, "searches of each kind")
