@@ -23,8 +23,9 @@ func newBenchCmd(a *app) *cobra.Command {
 	var jsonOut, profileDir string
 	var probeMiB int
 	var noRecover bool
+	var ocfg bench.OTLPConfig
 	cmd := &cobra.Command{
-		Use:   "bench [--ztsd PATH | --socket PATH] [--spans N] [--clients N] [--json]",
+		Use:   "bench [--ztsd PATH | --socket PATH] [--spans N] [--clients N] [--otlp grpc|http] [--json]",
 		Short: "Load-test a daemon with a realistic workload and compare the results with this machine's limits",
 		Long: `bench drives a real ztsd over its socket with a seeded, reproducible workload
 (traces of 1–12 nested spans, six attributes per span of low and high
@@ -49,9 +50,22 @@ next to its limit, the ratio and the DESIGN.md budget (--json: one object).
 With --ztsd (default: the ztsd next to this ztsctl, when --socket and --tcp
 are not given) bench starts the daemon on a new data directory with a
 generated config and stops it before recovery. With --socket it uses a
-running daemon; then recovery is skipped and bytes on disk need --data-dir.`,
+running daemon; then recovery is skipped and bytes on disk need --data-dir.
+
+With --otlp grpc|http bench runs only the OTLP load instead: --senders
+concurrent senders, each in a closed loop for --duration (after --warmup),
+send OTLP requests (binary protobuf, as the OpenTelemetry SDKs do) of
+--otlp-traces traces × --otlp-spans spans with 6 attributes per span, over
+OTLP/gRPC (a started daemon listens on a free loopback port; a running
+one's address is --otlp-grpc) or OTLP/HTTP (POST /v1/traces on the
+socket). It prints acknowledged spans/s, request p50/p99 and the daemon's
+CPU time per span (utime+stime from /proc; a running daemon needs
+--daemon-pid). --json field names start with otlp_.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("otlp") {
+				return runOTLPBench(cmd, a, cfg, ocfg, profileDir, asJSON, jsonOut)
+			}
 			if cfg.Format != bench.FormatCBOR && cfg.Format != bench.FormatJSON {
 				return usageErr("--format %q: want %s or %s", cfg.Format, bench.FormatCBOR, bench.FormatJSON)
 			}
@@ -129,7 +143,66 @@ running daemon; then recovery is skipped and bytes on disk need --data-dir.`,
 	f.BoolVar(&noRecover, "no-recover", false, "skip the recovery phase")
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object instead of the table")
 	f.StringVar(&jsonOut, "json-out", "", "also write the JSON report to this file")
+	f.StringVar(&ocfg.Protocol, "otlp", bench.OTLPGRPC, "run only the OTLP load, over grpc (OTLP/gRPC) or http (OTLP/HTTP protobuf)")
+	f.IntVar(&ocfg.Senders, "senders", 4, "OTLP: concurrent closed-loop senders")
+	f.IntVar(&ocfg.Traces, "otlp-traces", 10, "OTLP: traces per request")
+	f.IntVar(&ocfg.SpansPerTrace, "otlp-spans", 10, "OTLP: spans per trace")
+	f.DurationVar(&ocfg.Duration, "duration", 60*time.Second, "OTLP: measured length of the closed loop")
+	f.DurationVar(&ocfg.Warmup, "warmup", 2*time.Second, "OTLP: unmeasured load before it (0: none)")
+	f.StringVar(&ocfg.GRPCAddr, "otlp-grpc", "", "OTLP: the running daemon's otlp_grpc_listen address (host:port)")
+	f.IntVar(&ocfg.PID, "daemon-pid", 0, "OTLP: the running daemon's pid, for its CPU time")
 	return cmd
+}
+
+// runOTLPBench is `ztsctl bench --otlp`: the daemon flags of cfg with the
+// OTLP load of ocfg.
+func runOTLPBench(cmd *cobra.Command, a *app, cfg bench.Config, ocfg bench.OTLPConfig, profileDir string, asJSON bool, jsonOut string) error {
+	if ocfg.Protocol != bench.OTLPGRPC && ocfg.Protocol != bench.OTLPHTTP {
+		return usageErr("--otlp %q: want %s or %s", ocfg.Protocol, bench.OTLPGRPC, bench.OTLPHTTP)
+	}
+	if ocfg.Warmup == 0 {
+		ocfg.Warmup = -1 // --warmup 0: none
+	}
+	if !cmd.Flags().Changed("ztsd") && (cmd.Flags().Changed("socket") || a.tcp != "" || ocfg.GRPCAddr != "") {
+		ocfg.Socket, ocfg.TCP = a.socket, a.tcp
+	} else if ocfg.ZtsdPath = cfg.ZtsdPath; ocfg.ZtsdPath == "" {
+		p, err := findZtsd()
+		if err != nil {
+			return usageErr("%v; give --ztsd PATH, or --socket PATH / --otlp-grpc ADDR for a running daemon", err)
+		}
+		ocfg.ZtsdPath = p
+	}
+	ocfg.DataDir, ocfg.WorkDir, ocfg.Keep, ocfg.Sync = cfg.DataDir, cfg.WorkDir, cfg.Keep, cfg.Sync
+	ocfg.Pprof, ocfg.ExtraConfig, ocfg.Seed = cfg.Pprof, cfg.ExtraConfig, cfg.Workload.Seed
+	if profileDir != "" {
+		ocfg.ProfileDir, ocfg.Pprof = profileDir, true
+	}
+	ocfg.ProfileSeconds = cfg.ProfileSeconds
+	ocfg.Progress = a.stderr
+	rep, err := bench.RunOTLP(cmd.Context(), ocfg)
+	if errors.Is(err, bench.ErrNoDaemon) {
+		return usageErr("%v", err)
+	}
+	if err != nil {
+		return &exitError{exitFailure, fmt.Errorf("bench: %w", err)}
+	}
+	if jsonOut != "" {
+		f, err := os.Create(jsonOut)
+		if err != nil {
+			return &exitError{exitFailure, err}
+		}
+		err = rep.WriteJSON(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return &exitError{exitFailure, fmt.Errorf("write %s: %w", jsonOut, err)}
+		}
+	}
+	if asJSON {
+		return rep.WriteJSON(a.stdout)
+	}
+	return rep.WriteTable(a.stdout)
 }
 
 // findZtsd looks for the daemon next to this executable, then on $PATH.

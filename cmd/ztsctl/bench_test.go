@@ -61,10 +61,39 @@ func TestBenchCLIErrors(t *testing.T) {
 		{[]string{"bench", "--socket", "/nonexistent/z.sock", "--spans", "10", "--no-probes"}, exitFailure, "ingest"},
 		{[]string{"bench", "--ztsd", "/nonexistent/ztsd", "--no-probes"}, exitFailure, "/nonexistent/ztsd"},
 		{[]string{"bench", "extra"}, exitUsage, "argument"},
+		{[]string{"bench", "--otlp", "thrift", "--socket", "/nonexistent/z.sock"}, exitUsage, "thrift"},
+		{[]string{"bench", "--otlp", "grpc", "--socket", "/nonexistent/z.sock"}, exitUsage, "otlp_grpc_listen"},
+		{[]string{"bench", "--otlp", "http", "--socket", "/nonexistent/z.sock", "--duration", "1s", "--warmup", "0"}, exitFailure, "/v1/traces"},
 	} {
 		out, errOut, code := ctl(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.msg) {
 			t.Errorf("%v: exit %d (want %d), stderr %q, stdout %q", c.args, code, c.code, errOut, out)
+		}
+	}
+}
+
+// TestBenchCLIOTLP runs `ztsctl bench --otlp grpc` against a daemon it
+// starts for a moment and checks the JSON report.
+func TestBenchCLIOTLP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	ztsd := filepath.Join(daemontest.Binaries(t), "ztsd")
+	out, errOut, code := ctl(t, "bench", "--ztsd", ztsd, "--otlp", "grpc", "--senders", "2", "--otlp-traces", "2",
+		"--otlp-spans", "3", "--duration", "500ms", "--warmup", "0", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if rep["otlp_protocol"] != "grpc" || rep["otlp_senders"] != 2.0 || rep["otlp_spans_per_trace"] != 3.0 {
+		t.Errorf("report: %s", out)
+	}
+	for _, k := range []string{"otlp_spans", "otlp_spans_per_s", "otlp_request_p99_ms", "otlp_daemon_cpu_us_per_span"} {
+		if v, ok := rep[k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v", k, rep[k])
 		}
 	}
 }
