@@ -21,6 +21,9 @@ type Batch struct {
 	cols    []colEntry
 	rows    []row
 	err     error
+	// The rows' attributes and texts are carved out of these (distinct).
+	attrArena []KV
+	textArena []uint64
 
 	hasWatermark bool
 	watermark    int64
@@ -101,6 +104,9 @@ func (p blockPostings) add(off uint32, r row) {
 	}
 }
 
+// batchArena is the least number of elements a Batch's arenas grow by.
+const batchArena = 4096
+
 // smallRow is the number of attributes up to which scanning them beats
 // building a set.
 const smallRow = 32
@@ -137,12 +143,18 @@ func (b *Batch) AddSpan(e SpanEntry) {
 		Loc: e.Loc, StartNS: e.StartNS, DurationNS: e.DurationNS, Error: e.Error,
 	}})
 	b.cols = append(b.cols, colEntry{start: e.StartNS, flags: colFlags(e.Error, e.DurationNS)})
-	b.rows = append(b.rows, row{attrs: distinct(e.Attrs), texts: distinct(e.Texts)})
+	b.rows = append(b.rows, row{attrs: distinct(&b.attrArena, e.Attrs), texts: distinct(&b.textArena, e.Texts)})
 }
 
-// distinct returns a copy of s without repeated elements, in order.
-func distinct[T comparable](s []T) []T {
-	out := make([]T, 0, len(s))
+// distinct returns a copy of s without repeated elements, in order, carved
+// out of *arena (a new arena of at least batchArena elements when it is
+// full): a batch allocates its rows a few at a time.
+func distinct[T comparable](arena *[]T, s []T) []T {
+	if cap(*arena)-len(*arena) < len(s) {
+		*arena = make([]T, 0, max(batchArena, len(s)))
+	}
+	a := *arena
+	out := a[len(a) : len(a) : len(a)+len(s)]
 	if len(s) > smallRow {
 		seen := make(map[T]struct{}, len(s))
 		for _, x := range s {
@@ -151,13 +163,14 @@ func distinct[T comparable](s []T) []T {
 				out = append(out, x)
 			}
 		}
-		return out
-	}
-	for _, x := range s {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
+	} else {
+		for _, x := range s {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
 		}
 	}
+	*arena = a[:len(a)+len(out)]
 	return out
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -651,65 +652,90 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 // looked up in the batch once per chunk; Batch.Intern is idempotent, so
 // the ids, and the order in which new strings get theirs, are exactly
 // those of calling it for every occurrence.
+//
+// Each remembered string also carries the number of the last span that
+// listed it, so one map lookup per string both finds its id and says
+// whether the span has it already. The spans' Texts and Attrs are carved
+// out of two shared arrays, not allocated per span.
 type interner struct {
-	tb   *textindex.Batch
-	ids  map[string]uint64
-	seen map[uint64]struct{}   // the current span's text ids
-	kvs  map[index.KV]struct{} // the current span's attribute pairs
+	tb    *textindex.Batch
+	ids   map[string]int32 // index into texts
+	texts []internedText
+	span  uint32 // number of the current span, from 1
+
+	textArena []uint64
+	attrArena []index.KV
+}
+
+type internedText struct {
+	id       uint64
+	lastSpan uint32 // the last span (interner.span) that listed it
 }
 
 // newInterner sizes its map for about hint distinct strings: a group commit
 // of a few small spans must not pay for clearing a map sized for a large one.
 func newInterner(tb *textindex.Batch, hint int) *interner {
-	return &interner{tb: tb, ids: make(map[string]uint64, hint), seen: make(map[uint64]struct{}, 64),
-		kvs: make(map[index.KV]struct{}, 16)}
+	return &interner{tb: tb, ids: make(map[string]int32, hint), texts: make([]internedText, 0, hint)}
 }
 
-func (in *interner) intern(s string) uint64 {
-	if id, ok := in.ids[s]; ok {
-		return id
+// intern returns the text id of s and whether the current span listed it
+// already.
+func (in *interner) intern(s string) (uint64, bool) {
+	if i, ok := in.ids[s]; ok {
+		t := &in.texts[i]
+		seen := t.lastSpan == in.span
+		t.lastSpan = in.span
+		return t.id, seen
 	}
 	id := in.tb.Intern(s)
-	in.ids[s] = id
-	return id
+	in.ids[s] = int32(len(in.texts))
+	in.texts = append(in.texts, internedText{id: id, lastSpan: in.span})
+	return id, false
 }
+
+// arenaBlock is how many ids the arenas grow by at least.
+const arenaBlock = 4096
 
 // internSpan interns every searchable string of sp, in a fixed order, and
 // fills e.Attrs and e.Texts.
 func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
-	seen := in.seen
-	clear(seen)
-	addText := func(s string) uint64 {
+	in.span++
+	if cap(in.textArena)-len(in.textArena) < 256 {
+		in.textArena = make([]uint64, 0, arenaBlock)
+	}
+	if cap(in.attrArena)-len(in.attrArena) < 128 {
+		in.attrArena = make([]index.KV, 0, arenaBlock/2)
+	}
+	texts, attrs := in.textArena[len(in.textArena):], in.attrArena[len(in.attrArena):]
+	addText := func(s string) (uint64, bool) {
 		if s == "" {
-			return 0
+			return 0, true
 		}
-		id := in.intern(s)
-		if _, ok := seen[id]; !ok {
-			seen[id] = struct{}{}
-			e.Texts = append(e.Texts, id)
+		id, seen := in.intern(s)
+		if !seen {
+			texts = append(texts, id)
 		}
-		return id
+		return id, seen
 	}
 	// Every record's scalar attributes are the span's attribute postings
 	// too (each distinct pair once): `attr=db.statement:…` finds the span
 	// whose JDBC call, however deep, carries it.
-	kvs := in.kvs
-	clear(kvs)
-	addAttrs := func(attrs trace.Attrs) {
-		for _, a := range attrs {
-			k := addText(a.Key)
+	addAttrs := func(as trace.Attrs) {
+		for _, a := range as {
+			k, kSeen := addText(a.Key)
 			switch a.Value.Kind {
 			case trace.KindList, trace.KindMap:
 				continue
 			}
-			v := addText(a.Value.Text())
+			v, vSeen := addText(a.Value.Text())
 			if k == 0 || v == 0 {
 				continue
 			}
 			kv := index.KV{Key: k, Value: v}
-			if _, dup := kvs[kv]; !dup {
-				kvs[kv] = struct{}{}
-				e.Attrs = append(e.Attrs, kv)
+			// A pair is new when either string is new to the span;
+			// otherwise it may be listed already.
+			if !kSeen || !vSeen || !slices.Contains(attrs, kv) {
+				attrs = append(attrs, kv)
 			}
 		}
 	}
@@ -725,6 +751,15 @@ func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
 			}
 			return true
 		})
+	}
+	e.Texts, e.Attrs = texts[:len(texts):len(texts)], attrs[:len(attrs):len(attrs)]
+	// What grew beyond the arenas was allocated on its own; what fit stays
+	// taken.
+	if len(texts) <= cap(in.textArena)-len(in.textArena) {
+		in.textArena = in.textArena[:len(in.textArena)+len(texts)]
+	}
+	if len(attrs) <= cap(in.attrArena)-len(in.attrArena) {
+		in.attrArena = in.attrArena[:len(in.attrArena)+len(attrs)]
 	}
 }
 

@@ -156,6 +156,9 @@ func (l IngestLimits) checkAttrs(where string, attrs Attrs) error {
 	walk = func(v Value, key string) error {
 		switch v.Kind {
 		case KindString:
+			if len(v.Str) <= l.MaxStringSize { // the message is built only for an error
+				return nil
+			}
 			return l.checkString(where, "attribute "+strconv.Quote(truncateKey(key))+" value", v.Str)
 		case KindList:
 			n += int64(len(v.List))
@@ -167,8 +170,8 @@ func (l IngestLimits) checkAttrs(where string, attrs Attrs) error {
 		case KindMap:
 			n += int64(len(v.Map))
 			for _, e := range v.Map {
-				if err := l.checkString(where, "attribute "+strconv.Quote(truncateKey(key))+" map key", e.Key); err != nil {
-					return err
+				if len(e.Key) > l.MaxStringSize {
+					return l.checkString(where, "attribute "+strconv.Quote(truncateKey(key))+" map key", e.Key)
 				}
 				if err := walk(e.Value, key); err != nil {
 					return err

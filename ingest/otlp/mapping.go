@@ -64,6 +64,11 @@ type mapper struct {
 	total    int
 	rejected int64
 	reasons  []string
+	// own and reserved are scratch lists of a span's attributes, reused
+	// from span to span (mergeAttrs copies them); arena holds the spans'
+	// merged attributes, allocated once per scope.
+	own, reserved trace.Attrs
+	arena         trace.Attrs
 }
 
 // mapRequest maps every span of req; badIDs names spans whose ids OTLP JSON
@@ -85,6 +90,7 @@ func mapRequest(req *collectortrace.ExportTraceServiceRequest, badIDs map[*trace
 		resource, resErr := m.resourceAttrs(rs)
 		for si, ss := range rs.GetScopeSpans() {
 			shared, scopeErr := m.scopeAttrs(ss, resource)
+			m.sizeArena(ss.GetSpans(), len(shared))
 			for pi, ps := range ss.GetSpans() {
 				var err error
 				switch {
@@ -227,12 +233,14 @@ func (m *mapper) span(ps *tracepb.Span, shared trace.Attrs) (*trace.Span, error)
 	s.Type = spanKindName(ps.GetKind())
 	s.Error = ps.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR
 
-	own, err := m.appendAttrs(make(trace.Attrs, 0, len(ps.GetAttributes())), ps.GetAttributes(), 1)
+	own, err := m.appendAttrs(m.own[:0], ps.GetAttributes(), 1)
 	if err != nil {
 		return nil, err
 	}
+	m.own = own
 	// reserved holds the otel.* names that describe this span.
-	reserved := make(trace.Attrs, 0, 8)
+	reserved := m.reserved[:0]
+	defer func() { m.reserved = reserved }()
 	if s.Type != "" {
 		reserved = append(reserved, trace.Attr{Key: AttrSpanKind, Value: trace.String(s.Type)})
 	}
@@ -273,7 +281,7 @@ func (m *mapper) span(ps *tracepb.Span, shared trace.Attrs) (*trace.Span, error)
 		}
 	}
 	reserved = append(reserved, trace.Attr{Key: AttrSourceFormat, Value: trace.String(trace.SourceOTLP)})
-	s.Attrs = mergeAttrs(sortAttrs(own), shared, sortAttrs(reserved))
+	s.Attrs = m.mergeAttrs(sortAttrs(own), shared, sortAttrs(reserved))
 
 	events := ps.GetEvents()
 	if 1+len(events) > m.opt.Limits.MaxRecords {
@@ -534,15 +542,36 @@ func sortAttrs(a trace.Attrs) trace.Attrs {
 	return out
 }
 
-// mergeAttrs merges sorted, unique lists into a new sorted list; on a key
-// present in several lists the later list wins.
-func mergeAttrs(lists ...trace.Attrs) trace.Attrs {
-	n := 0
-	for _, l := range lists {
-		n += len(l)
+// maxReserved is the most otel.* attributes a span gets (span.kind,
+// status code and message, trace state, links, three dropped counts,
+// source.format).
+const maxReserved = 9
+
+// sizeArena makes room in m.arena for the merged attributes of spans, each
+// with shared.
+func (m *mapper) sizeArena(spans []*tracepb.Span, shared int) {
+	n := len(spans) * (shared + maxReserved)
+	for _, ps := range spans {
+		n += len(ps.GetAttributes())
 	}
-	out := make(trace.Attrs, 0, n)
-	heads := make([]int, len(lists))
+	if cap(m.arena)-len(m.arena) < n {
+		m.arena = make(trace.Attrs, 0, n)
+	}
+}
+
+// mergeAttrs merges sorted, unique lists into a new sorted list; on a key
+// present in several lists the later list wins. The list is carved out of
+// m.arena when it fits.
+func (m *mapper) mergeAttrs(a, b, c trace.Attrs) trace.Attrs {
+	lists := [3]trace.Attrs{a, b, c}
+	n := len(a) + len(b) + len(c)
+	var out trace.Attrs
+	if cap(m.arena)-len(m.arena) >= n {
+		out = m.arena[len(m.arena) : len(m.arena) : len(m.arena)+n]
+	} else {
+		out = make(trace.Attrs, 0, n)
+	}
+	var heads [3]int
 	for {
 		min, from := "", -1
 		for i, l := range lists {
@@ -551,7 +580,7 @@ func mergeAttrs(lists ...trace.Attrs) trace.Attrs {
 			}
 		}
 		if from < 0 {
-			return out
+			break
 		}
 		out = append(out, lists[from][heads[from]])
 		for i, l := range lists {
@@ -560,6 +589,10 @@ func mergeAttrs(lists ...trace.Attrs) trace.Attrs {
 			}
 		}
 	}
+	if cap(m.arena)-len(m.arena) >= n {
+		m.arena = m.arena[:len(m.arena)+len(out)]
+	}
+	return out
 }
 
 // deleteAttr removes key from sorted attrs.
