@@ -99,7 +99,9 @@ bench-large: build
 	GO=$(GO) BIN=$(BIN) BENCH_MICRO=0 BENCH_SPANS=10000000 BENCH_OUT=bench-out/large \
 		BENCH_ARGS="--other-format-spans -1 --unbatched-for -1 --space-spans -1 $(BENCH_LARGE_ARGS)" sh scripts/bench.sh
 
-# soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20), then
+# soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20), the
+# kill -9 loop of a daemon uploading to versitygw TIERING_CRASHES times
+# (make test: 5), then
 # the fault-injection soak for FAULT_SOAK (make test runs 25 s of it):
 # writers and searchers while bits flip in sealed stores, the disk fills
 # and frees, slow connections and oversized bodies arrive (needs root for
@@ -107,9 +109,11 @@ bench-large: build
 # its RSS must stay under.
 # Last, a crash during the index replay of 1.5M spans (make test: 12k).
 FAULT_SOAK      ?= 10m
+TIERING_CRASHES ?= 30
 SOAK_RSS_BUDGET ?= 268435456
-soak:
+soak: tools
 	ZTSD_CRASH_ITERATIONS=$(SOAK_ITER) $(GO) test -count=1 -timeout 12h -run '^TestCrashLoop' -v ./cmd/ztsd/
+	ZTSD_VERSITYGW=$${ZTSD_VERSITYGW:-$(TOOLS)/versitygw} ZTSD_TIERING_CRASHES=$(TIERING_CRASHES) $(GO) test -count=1 -timeout 2h -run '^TestTieringCrashLoop$$' -v ./cmd/ztsd/
 	ZTSD_FAULT_SOAK=$(FAULT_SOAK) ZTSD_SOAK_RSS_BUDGET=$(SOAK_RSS_BUDGET) $(GO) test -count=1 -timeout 3h -run '^TestFaultSoak$$' -v ./cmd/ztsd/
 	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^(TestSlowBodiesAndConnectionCap|TestMemoryBudgetBoundsRSS)$$' -v ./cmd/ztsd/
 	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^TestIndexOpensAnyRowItWrote$$' -v ./index/

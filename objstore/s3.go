@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -35,6 +36,7 @@ type S3 struct {
 type s3Options struct {
 	creds       aws.CredentialsProvider
 	maxAttempts int
+	maxBackoff  time.Duration
 	pageSize    int32
 }
 
@@ -53,6 +55,10 @@ func WithStaticCredentials(accessKey, secretKey string) Option {
 // SDK's standard retryer, with backoff, retries 5xx, throttling and
 // connection errors); 1 turns its retries off.
 func WithMaxAttempts(n int) Option { return func(o *s3Options) { o.maxAttempts = n } }
+
+// WithMaxBackoff bounds the SDK's wait between two tries of a request
+// (default 20s; tests use less).
+func WithMaxBackoff(d time.Duration) Option { return func(o *s3Options) { o.maxBackoff = d } }
 
 // WithListPageSize bounds the keys one ListObjectsV2 call returns (tests
 // use a small one to exercise continuation); 0 is the server's default.
@@ -89,8 +95,18 @@ func NewS3(ctx context.Context, cfg config.ObjectStoreConfig, opts ...Option) (B
 	if o.creds != nil {
 		load = append(load, awsconfig.WithCredentialsProvider(o.creds))
 	}
-	if o.maxAttempts > 0 {
-		load = append(load, awsconfig.WithRetryMaxAttempts(o.maxAttempts))
+	if o.maxAttempts > 0 || o.maxBackoff > 0 {
+		load = append(load, awsconfig.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(so *retry.StandardOptions) {
+				if o.maxAttempts > 0 {
+					so.MaxAttempts = o.maxAttempts
+				}
+				if o.maxBackoff > 0 {
+					so.MaxBackoff = o.maxBackoff
+					so.Backoff = retry.NewExponentialJitterBackoff(o.maxBackoff)
+				}
+			})
+		}))
 	}
 	var awsCfg aws.Config
 	awsCfg, err = awsconfig.LoadDefaultConfig(ctx, load...)

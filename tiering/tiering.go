@@ -143,6 +143,8 @@ type Uploader struct {
 	// store id (filled by listing, kept up to date by uploads/deletes).
 	remote map[uint32]*objstore.Manifest
 	listed bool
+	// dirty are uploaded stores whose garbage could not be deleted yet.
+	dirty map[uint32]string // store id → the manifest's generation
 
 	m metrics
 }
@@ -173,7 +175,8 @@ func New(db DB, opt Options) (*Uploader, error) {
 		opt.Now = time.Now
 	}
 	u := &Uploader{db: db, opt: opt, log: opt.Logger.With("component", "tiering", "node", opt.Node),
-		kick: make(chan struct{}, 1), retention: opt.Retention, local: opt.Local, remote: map[uint32]*objstore.Manifest{}}
+		kick: make(chan struct{}, 1), retention: opt.Retention, local: opt.Local, remote: map[uint32]*objstore.Manifest{},
+		dirty: map[uint32]string{}}
 	u.m = metrics{
 		stores:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ztsd_tiering_uploaded_stores_total", Help: "Sealed stores uploaded to the bucket and verified."}),
 		bytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ztsd_tiering_uploaded_bytes_total", Help: "Bytes of store files uploaded to the bucket."}),
@@ -216,8 +219,16 @@ func (u *Uploader) Run(ctx context.Context) error {
 		u.log.Warn("removing the copies of an earlier run", "err", err)
 	}
 	backoff := time.Duration(0)
+	swept := false
 	for {
 		err := u.Pass(ctx)
+		if err == nil && !swept {
+			// Once per run, before the next upload: objects no manifest
+			// names, left by a run killed before it deleted them.
+			if err = u.Sweep(ctx); err == nil {
+				swept = true
+			}
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -274,6 +285,23 @@ func (u *Uploader) Pass(ctx context.Context) error {
 		}
 	}
 	u.m.pending.Set(float64(len(u.Pending())))
+	u.mu.Lock()
+	dirty := make(map[uint32]string, len(u.dirty))
+	for id, gen := range u.dirty {
+		dirty[id] = gen
+	}
+	u.mu.Unlock()
+	for id, gen := range dirty {
+		if err := u.deleteGarbage(ctx, id, objstore.ManifestKey(u.opt.Prefix, u.opt.Node, id), gen); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		u.mu.Lock()
+		if u.dirty[id] == gen {
+			delete(u.dirty, id)
+		}
+		u.mu.Unlock()
+	}
 	if err := u.ApplyLocalLimits(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -469,10 +497,46 @@ func (u *Uploader) finish(ctx context.Context, id uint32, storeDir, mkey string,
 	u.remote[id] = m
 	u.mu.Unlock()
 	if err := u.deleteGarbage(ctx, id, mkey, m.Generation); err != nil {
-		// The upload stands; the garbage goes at the next upload or start.
+		// The upload stands; the next pass deletes the garbage.
 		u.log.Warn("deleting objects of earlier upload attempts", "store", storedir.StoreName(id), "err", err)
+		u.mu.Lock()
+		u.dirty[id] = m.Generation
+		u.mu.Unlock()
 	}
 	return nil
+}
+
+// Sweep deletes every object under the node's prefix that no manifest
+// names: generations of uploads a killed run left behind (their store is
+// uploaded again under a new one), and objects of a store whose manifest
+// retention deleted before a crash. It must not run while this node
+// uploads (Run calls it between passes).
+func (u *Uploader) Sweep(ctx context.Context) error {
+	manifests, err := u.Manifests(ctx)
+	if err != nil {
+		return err
+	}
+	keep := map[uint32]string{}
+	for id, m := range manifests {
+		keep[id] = objstore.StorePrefix(u.opt.Prefix, u.opt.Node, id) + m.Generation + "/"
+	}
+	node := objstore.NodePrefix(u.opt.Prefix, u.opt.Node)
+	n, err := u.deleteObjects(ctx, node, func(key string) bool {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(key, node), "/")
+		id, isStore := storedir.ParseStoreName(name)
+		if !ok || !isStore {
+			return true // not a store's object: not ours to judge
+		}
+		if rest == objstore.ManifestName {
+			return true
+		}
+		gen, has := keep[id]
+		return has && strings.HasPrefix(key, gen)
+	})
+	if n > 0 {
+		u.log.Info("deleted objects no manifest names", "objects", n)
+	}
+	return err
 }
 
 // deleteGarbage deletes the objects under store id's prefix that are

@@ -415,3 +415,43 @@ func checkDownloadedIndex(t *testing.T, b objstore.Bucket, m *objstore.Manifest)
 		t.Fatalf("downloaded index: watermarks %d/%d, spans %d; data file %d bytes, %d spans", mw, tw, meta.Stats().Spans, data.Size, m.Spans)
 	}
 }
+
+// TestSweepDeletesUnnamedObjects: Sweep (run once per Run) deletes objects
+// under the node's prefix that no manifest names — a generation a killed
+// run left behind an uploaded store, and the objects of a store whose
+// manifest is gone — and keeps everything a manifest names and anything
+// that is not a store's.
+func TestSweepDeletesUnnamedObjects(t *testing.T) {
+	srv := s3test.Start(t)
+	b := srv.Bucket(t)
+	db := openDB(t, 2)
+	u := newUploader(t, db, b, nil)
+	ctx := context.Background()
+	if err := u.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := db.SealedStores()
+	put := func(key string) {
+		if err := b.Put(ctx, key, strings.NewReader("junk"), 4, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := objstore.FileKey("pfx", "n1", ids[0], "gkilled", "traces.zts")
+	orphan := objstore.FileKey("pfx", "n1", 0x77, "gorphan", "meta/000004.sst")
+	other := "pfx/n1/notes.txt"
+	otherNode := objstore.FileKey("pfx", "n2", ids[0], "gx", "traces.zts")
+	for _, k := range []string{left, orphan, other, otherNode} {
+		put(k)
+	}
+	if err := newUploader(t, db, b, nil).Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]bool{left: false, orphan: false, other: true, otherNode: true} {
+		_, err := b.Head(ctx, k)
+		if exists := err == nil; exists != want {
+			t.Errorf("%s: exists %v after the sweep, want %v (%v)", k, exists, want, err)
+		}
+	}
+	b.Delete(ctx, other)
+	bucketState(t, b, db.Dir()) // every upload intact
+}
