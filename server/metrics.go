@@ -83,6 +83,13 @@ var (
 	spansDesc  = prometheus.NewDesc("ztsd_store_spans", "Spans indexed per store.", []string{"store"}, nil)
 	lagDesc    = prometheus.NewDesc("ztsd_index_watermark_lag_bytes", "Data-file bytes not yet covered by the metadata index, per store.", []string{"store"}, nil)
 	damageDesc = prometheus.NewDesc("ztsd_damaged_chunks_total", "Distinct damaged chunks that reads met and skipped since start (each also logged once).", nil, nil)
+
+	remoteStoresDesc     = prometheus.NewDesc("ztsd_remote_stores", "Stores served from the bucket (cached: with their indexes in the local cache).", []string{"state"}, nil)
+	remoteGetsDesc       = prometheus.NewDesc("ztsd_remote_gets_total", "GET requests to the bucket by remote-store reads (whole objects and byte ranges).", nil, nil)
+	remoteBytesDesc      = prometheus.NewDesc("ztsd_remote_downloaded_bytes_total", "Bytes downloaded from the bucket by remote-store reads, by kind (index: index and trace-filter files; chunk: ranged reads of data files).", []string{"kind"}, nil)
+	remoteCacheDesc      = prometheus.NewDesc("ztsd_remote_cache_requests_total", "Uses of a remote store's indexes, by result (hit: cached; miss: downloaded).", []string{"result"}, nil)
+	remoteEvictionsDesc  = prometheus.NewDesc("ztsd_remote_cache_evictions_total", "Remote stores whose cached indexes were evicted (LRU, cache_max_size).", nil, nil)
+	remoteCacheBytesDesc = prometheus.NewDesc("ztsd_remote_cache_bytes", "Bytes of remote stores' index files in the local cache.", nil, nil)
 )
 
 type storeCollector struct{ db *storedir.DB }
@@ -93,20 +100,40 @@ func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- spansDesc
 	ch <- lagDesc
 	ch <- damageDesc
+	ch <- remoteStoresDesc
+	ch <- remoteGetsDesc
+	ch <- remoteBytesDesc
+	ch <- remoteCacheDesc
+	ch <- remoteEvictionsDesc
+	ch <- remoteCacheBytesDesc
 }
 
 func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	states := map[string]int{"open": 0, "sealed": 0}
 	for _, in := range c.db.Stores() {
 		states[in.State]++
-		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(in.Bytes), in.ID)
-		ch <- prometheus.MustNewConstMetric(spansDesc, prometheus.GaugeValue, float64(in.Spans), in.ID)
-		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(in.IndexLag), in.ID)
+		name := in.ID
+		if in.Node != "" {
+			name = in.Node + "/" + in.ID // a remote store: ids collide across nodes
+		}
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(in.Bytes), name)
+		ch <- prometheus.MustNewConstMetric(spansDesc, prometheus.GaugeValue, float64(in.Spans), name)
+		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(in.IndexLag), name)
 	}
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(storesDesc, prometheus.GaugeValue, float64(n), st)
 	}
 	ch <- prometheus.MustNewConstMetric(damageDesc, prometheus.CounterValue, float64(c.db.DamagedChunks()))
+	rs := c.db.RemoteStats()
+	ch <- prometheus.MustNewConstMetric(remoteStoresDesc, prometheus.GaugeValue, float64(rs.Stores), "served")
+	ch <- prometheus.MustNewConstMetric(remoteStoresDesc, prometheus.GaugeValue, float64(rs.Cached), "cached")
+	ch <- prometheus.MustNewConstMetric(remoteGetsDesc, prometheus.CounterValue, float64(rs.GETs))
+	ch <- prometheus.MustNewConstMetric(remoteBytesDesc, prometheus.CounterValue, float64(rs.IndexBytes), "index")
+	ch <- prometheus.MustNewConstMetric(remoteBytesDesc, prometheus.CounterValue, float64(rs.ChunkBytes), "chunk")
+	ch <- prometheus.MustNewConstMetric(remoteCacheDesc, prometheus.CounterValue, float64(rs.CacheHits), "hit")
+	ch <- prometheus.MustNewConstMetric(remoteCacheDesc, prometheus.CounterValue, float64(rs.CacheMisses), "miss")
+	ch <- prometheus.MustNewConstMetric(remoteEvictionsDesc, prometheus.CounterValue, float64(rs.CacheEvictions))
+	ch <- prometheus.MustNewConstMetric(remoteCacheBytesDesc, prometheus.GaugeValue, float64(rs.CacheBytes))
 }
 
 // IngestCounter wraps a span appender (the OTLP handlers) so that what it

@@ -20,7 +20,7 @@ type chunkCache struct {
 }
 
 type cacheKey struct {
-	store uint32
+	store uint64 // Store.key: unique among local and remote stores
 	off   int64
 }
 
@@ -33,7 +33,7 @@ func newChunkCache(max int) *chunkCache {
 	return &chunkCache{max: max, ll: list.New(), items: map[cacheKey]*list.Element{}}
 }
 
-func (c *chunkCache) get(store uint32, off int64) (*trace.ChunkView, bool) {
+func (c *chunkCache) get(store uint64, off int64) (*trace.ChunkView, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[cacheKey{store, off}]; ok {
@@ -43,7 +43,7 @@ func (c *chunkCache) get(store uint32, off int64) (*trace.ChunkView, bool) {
 	return nil, false
 }
 
-func (c *chunkCache) put(store uint32, off int64, view *trace.ChunkView) {
+func (c *chunkCache) put(store uint64, off int64, view *trace.ChunkView) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := cacheKey{store, off}
@@ -59,7 +59,7 @@ func (c *chunkCache) put(store uint32, off int64, view *trace.ChunkView) {
 	}
 }
 
-func (c *chunkCache) dropStore(store uint32) {
+func (c *chunkCache) dropStore(store uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.items {

@@ -53,6 +53,9 @@ func (db *DB) finish(r *commitReq, err error) {
 // "Versions" in the package doc). Spans already stored identically are
 // skipped; a request made only of those returns nil at once.
 func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
+	if db.opt.QueryOnly {
+		return ErrQueryOnly
+	}
 	if len(spans) == 0 {
 		return nil
 	}

@@ -15,7 +15,7 @@ import (
 // such a chunk and report it as a Warning instead of failing; only the
 // spans stored in it are lost to them.
 type CorruptChunkError struct {
-	Store  string // store name (six hex digits)
+	Store  string // store name (six hex digits; node/six hex digits for a remote store)
 	Offset int64  // data-file offset of the chunk
 	Err    error
 }
@@ -64,7 +64,7 @@ type damageLog struct {
 }
 
 type damageKey struct {
-	store uint32
+	store uint64 // Store.key
 	off   int64
 }
 
@@ -74,16 +74,16 @@ func newDamageLog(log *slog.Logger) *damageLog {
 	return &damageLog{log: log, seen: map[damageKey]*CorruptChunkError{}}
 }
 
-// note records the damaged chunk of store id at off, logging it the first
-// time, and returns the error that reports it.
-func (d *damageLog) note(id uint32, off int64, err error) *CorruptChunkError {
-	k := damageKey{id, off}
+// note records the damaged chunk at off of the store with key key, named
+// name, logging it the first time, and returns the error that reports it.
+func (d *damageLog) note(key uint64, name string, off int64, err error) *CorruptChunkError {
+	k := damageKey{key, off}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if ce, ok := d.seen[k]; ok {
 		return ce
 	}
-	ce := &CorruptChunkError{Store: StoreName(id), Offset: off, Err: err}
+	ce := &CorruptChunkError{Store: name, Offset: off, Err: err}
 	if len(d.order) >= maxDamaged {
 		delete(d.seen, d.order[0])
 		d.order = d.order[1:]
@@ -97,20 +97,20 @@ func (d *damageLog) note(id uint32, off int64, err error) *CorruptChunkError {
 }
 
 // known returns the recorded damage of the chunk, if any.
-func (d *damageLog) known(id uint32, off int64) (*CorruptChunkError, bool) {
+func (d *damageLog) known(key uint64, off int64) (*CorruptChunkError, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ce, ok := d.seen[damageKey{id, off}]
+	ce, ok := d.seen[damageKey{key, off}]
 	return ce, ok
 }
 
 // forgetStore drops the entries of a store that is deleted or rebuilt.
-func (d *damageLog) forgetStore(id uint32) {
+func (d *damageLog) forgetStore(key uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	kept := d.order[:0]
 	for _, k := range d.order {
-		if k.store == id {
+		if k.store == key {
 			delete(d.seen, k)
 			continue
 		}
@@ -126,7 +126,13 @@ func (db *DB) DamagedChunks() int64 { return db.damage.count.Load() }
 // warnings collects the warnings of one answer, each chunk once.
 type warnings struct {
 	list []Warning
-	seen map[damageKey]bool
+	seen map[warningKey]bool
+}
+
+// warningKey is a warning's (store name, offset).
+type warningKey struct {
+	store string
+	off   int64
 }
 
 // add records err if it is a damaged chunk and reports whether it was
@@ -142,10 +148,9 @@ func (w *warnings) add(err error) bool {
 
 // addWarning records a warning, each (store, offset) once.
 func (w *warnings) addWarning(x Warning) {
-	id, _ := ParseStoreName(x.Store)
-	k := damageKey{id, x.Offset}
+	k := warningKey{x.Store, x.Offset}
 	if w.seen == nil {
-		w.seen = map[damageKey]bool{}
+		w.seen = map[warningKey]bool{}
 	}
 	if !w.seen[k] {
 		w.seen[k] = true

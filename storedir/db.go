@@ -96,6 +96,12 @@ type Options struct {
 	// must not block) after a store was sealed by rotation; the tiering
 	// uploader wakes up on it.
 	OnSealed func(id uint32)
+	// Remote configures the stores read from a bucket (remote.go).
+	Remote RemoteOptions
+	// QueryOnly opens no local store and takes no writes: the DB serves
+	// the remote stores it is given (ServeRemote); Append fails with
+	// ErrQueryOnly.
+	QueryOnly bool
 
 	// replayCheckpoint and replayed: see storeOptions (tests only).
 	replayCheckpoint int64
@@ -177,6 +183,8 @@ type DB struct {
 	bg  *background // repairs running in the background
 	// readOnly says why the DB takes no writes (a full disk at Open), or "".
 	readOnly string
+	// remote holds the stores served from a bucket and their index cache.
+	remote *remoteSet
 }
 
 // Open takes the data directory's lock, removes leftovers of interrupted
@@ -199,7 +207,13 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	if db.readOnly = db.readOnlyAtStart(); db.readOnly != "" {
 		db.log.Error("disk full: opening the data directory read-only; reads serve what the indexes hold, writes are refused", "reason", db.readOnly)
 	}
-	if err := db.openStores(ctx); err != nil {
+	if db.remote, err = newRemoteSet(dir, opt.Remote, db.log); err != nil {
+		unlockDir(lock)
+		return nil, err
+	}
+	if opt.QueryOnly {
+		db.noteLocalStoresIgnored()
+	} else if err := db.openStores(ctx); err != nil {
 		db.bg.stop()
 		db.closeStores()
 		unlockDir(lock)
@@ -349,6 +363,12 @@ func (db *DB) Stores() []Info {
 		out = append(out, s.info())
 	}
 	out = append(out, db.Degraded()...)
+	for i := range out {
+		if out[i].Location == "" {
+			out[i].Location = "local"
+		}
+	}
+	out = append(out, db.remoteInfos()...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
@@ -402,6 +422,9 @@ func (db *DB) needsRotation(s *Store) bool {
 // Rotate seals the current store (if any) and starts a new one, then
 // applies retention. The committer calls it; tests and tools may too.
 func (db *DB) Rotate() error {
+	if db.opt.QueryOnly {
+		return ErrQueryOnly
+	}
 	if db.readOnly != "" {
 		return db.errReadOnly()
 	}
@@ -511,8 +534,8 @@ func (db *DB) deleteStore(s *Store) error {
 	if err := s.close(); err != nil {
 		db.log.Warn("closing a store for deletion", "store", StoreName(s.id), "err", err)
 	}
-	db.cache.dropStore(s.id)
-	db.damage.forgetStore(s.id)
+	db.cache.dropStore(s.key())
+	db.damage.forgetStore(s.key())
 	tmp := filepath.Join(db.dir, ".deleting-"+StoreName(s.id))
 	if err := os.Rename(s.dir, tmp); err != nil {
 		return fmt.Errorf("retention: rename %s: %w", s.dir, err)
@@ -540,7 +563,7 @@ func (db *DB) Close() error {
 	close(db.stop)
 	<-db.done
 	db.bg.stop()
-	err := db.closeStores()
+	err := errors.Join(db.closeStores(), db.closeRemote())
 	unlockDir(db.lock)
 	return err
 }
@@ -553,17 +576,29 @@ func (db *DB) closeStores() error {
 
 // snapshot returns the open stores (newest first) with each one's reader
 // reference taken; release must be called.
+//
+// Remote stores (remote.go) are in it too, their indexes not yet cached:
+// a reader calls remoteReady (or remoteReadyFor*) before using a store's
+// indexes.
 func (db *DB) snapshot() (stores []*Store, release func()) {
 	db.mu.RLock()
-	for i := len(db.stores) - 1; i >= 0; i-- {
-		s := db.stores[i]
-		s.refs.RLock()
-		stores = append(stores, s)
+	if db.remote.empty() {
+		for i := len(db.stores) - 1; i >= 0; i-- {
+			s := db.stores[i]
+			s.refs.RLock()
+			stores = append(stores, s)
+		}
+	} else {
+		stores = db.mergedLocked()
+		for _, s := range stores {
+			s.refs.RLock()
+		}
 	}
 	db.mu.RUnlock()
 	return stores, func() {
 		for _, s := range stores {
 			s.refs.RUnlock()
 		}
+		db.remote.evict() // the index cache over its bound: stores no reader holds
 	}
 }

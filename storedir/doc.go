@@ -153,6 +153,54 @@
 // a crash during it costs at most that much re-indexing again, not the
 // whole replay.
 //
+// # Remote stores
+//
+// A sealed store uploaded to an S3-compatible bucket (package objstore:
+// <prefix>/<node>/<store id>/<generation>/<file>, manifest.json last) can
+// be served from there (remote.go). ServeRemote(ctx, bucket, manifest)
+// adds one (idempotent per node and store id; another generation replaces
+// the one served); DropRemote removes it; DropLocalCopy(id, manifest)
+// switches a sealed local store to its uploaded copy (which must match
+// the local data file's size and master checksum), then deletes the local
+// directory as retention does (.deleting-<id> first). Stores lists remote
+// stores with Location "remote", Node and Generation; answers and logs
+// name them node/id ("web-1/00002a"), since ids collide across nodes.
+// Options.QueryOnly opens no local store: Append fails with ErrQueryOnly.
+//
+// What stays in memory per remote store is its manifest: time range,
+// counters and file list. Reads see remote stores in the same newest-first
+// snapshot as local ones: the store taking writes first, then local
+// stores and this node's remote stores (RemoteOptions.Node) by id
+// descending, the order versions rely on, with other nodes' stores merged
+// in by their newest span. A remote store's data file is read in place:
+// each chunk is one ranged GET (readChunk) of exactly the chunk when the
+// upload has a tracefilter object (TraceFilterFile: a Bloom filter of the
+// store's trace ids and its chunk bounds; DB.TraceFilter and
+// BuildTraceFilter make it), else of the header and a 64 KiB read-ahead
+// (a larger chunk costs a second GET). Its indexes (meta/, text/) are
+// downloaded on first use into RemoteOptions.CacheDir/indexes, every file
+// checked against the manifest's size and SHA-256, and opened read-only;
+// the cache is emptied at Open. A get-by-id skips a remote store whose
+// trace filter rules the trace out (no download), a search one whose time
+// range misses the query's; Append's duplicate check looks only at remote
+// stores with a trace filter and never fails a write for a bucket error.
+// A superseded span is marked in memory for a remote store; a search
+// that leaves a remote store out by its time range does not see a newer
+// version stored there.
+//
+// The cache is bounded by RemoteOptions.CacheMaxSize bytes, LRU over
+// stores: when a reader releases its snapshot, the least recently used
+// stores that no reader holds (their refs taken exclusively without
+// waiting) have their Pebble handles closed and files deleted until the
+// cache is within its bound. A request holds every store of its snapshot,
+// so the cache exceeds the bound while requests that need more run, and
+// shrinks when they end. A damaged remote chunk is a warning, as a local
+// one; a missing or mismatching object fails the request with an error
+// naming its key; a remote index found damaged leaves the store out of
+// that answer and drops its cached copy. RemoteStats counts GETs, bytes
+// downloaded (index, chunk), cache hits, misses, evictions and bytes (the
+// ztsd_remote_* metrics).
+//
 // # Invariants
 //
 //   - Everything in meta/ and text/ is derived from traces.zts. Each index

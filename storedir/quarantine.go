@@ -341,6 +341,9 @@ func isIndexDamage(err error) bool {
 // store's indexes, not a chunk), and the store is taken out of service and
 // rebuilt in the background (quarantine), once. It returns the warning.
 func (db *DB) indexDamaged(s *Store, err error) Warning {
+	if s.remote != nil {
+		return db.remoteIndexDamaged(s, err)
+	}
 	w := Warning{Store: StoreName(s.id), Offset: 0,
 		Error: fmt.Sprintf("index damaged, store left out and being rebuilt: %v", err)}
 	if !s.pulled.CompareAndSwap(false, true) {
@@ -370,8 +373,8 @@ func (db *DB) indexDamaged(s *Store, err error) Warning {
 		if cerr := s.close(); cerr != nil {
 			db.log.Warn("closing a store with a damaged index", "store", StoreName(s.id), "err", cerr)
 		}
-		db.cache.dropStore(s.id)
-		db.damage.forgetStore(s.id)
+		db.cache.dropStore(s.key())
+		db.damage.forgetStore(s.key())
 		if db.bg.ctx.Err() != nil {
 			return
 		}

@@ -93,6 +93,11 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 	var order []uint64
 	var warns warnings
 	for _, s := range stores { // newest store first: a newer version wins
+		if ok, err := db.remoteReadyForTrace(ctx, s, id); err != nil {
+			return nil, nil, err
+		} else if !ok {
+			continue
+		}
 		if w, ok := s.catchUpWarning(); ok {
 			warns.addWarning(w)
 		}
@@ -166,26 +171,26 @@ func (db *DB) readSummary(s *Store, loc index.Location) (*trace.Span, error) {
 // *CorruptChunkError, noted in the DB's damage log (logged and counted
 // once); a chunk known damaged is not read again.
 func (db *DB) readSpanAs(s *Store, loc index.Location, decode func(*trace.ChunkView, int) (*trace.Span, error)) (*trace.Span, error) {
-	if ce, ok := db.damage.known(s.id, loc.ChunkOffset); ok {
+	if ce, ok := db.damage.known(s.key(), loc.ChunkOffset); ok {
 		return nil, ce
 	}
-	view, ok := db.cache.get(s.id, loc.ChunkOffset)
+	view, ok := db.cache.get(s.key(), loc.ChunkOffset)
 	if !ok {
-		payload, _, err := s.data.ReadChunk(loc.ChunkOffset)
+		payload, _, err := s.readChunk(loc.ChunkOffset)
 		if err != nil {
 			if isChunkDamage(err) {
-				return nil, db.damage.note(s.id, loc.ChunkOffset, err)
+				return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, err)
 			}
-			return nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
+			return nil, fmt.Errorf("store %s: %w", s.name(), err)
 		}
 		if view, err = trace.NewChunkView(payload, db.opt.Limits); err != nil {
-			return nil, db.damage.note(s.id, loc.ChunkOffset, fmt.Errorf("payload: %w", err))
+			return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, fmt.Errorf("payload: %w", err))
 		}
-		db.cache.put(s.id, loc.ChunkOffset, view)
+		db.cache.put(s.key(), loc.ChunkOffset, view)
 	}
 	sp, err := decode(view, int(loc.Index))
 	if err != nil {
-		return nil, db.damage.note(s.id, loc.ChunkOffset, fmt.Errorf("payload: %w", err))
+		return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, fmt.Errorf("payload: %w", err))
 	}
 	return sp, nil
 }
@@ -302,8 +307,14 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		}
 		after = &c
 	}
-	stores, release := db.snapshot()
+	snap, release := db.snapshot()
 	defer release()
+	// Remote stores outside the time range are left out (their indexes
+	// are not fetched); the others have their indexes cached.
+	stores, err := db.remoteReadyForRange(ctx, snap, q.SinceNS, q.UntilNS)
+	if err != nil {
+		return nil, err
+	}
 	type storeSearch struct {
 		s  *Store
 		iq index.Query
@@ -445,7 +456,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	if q.TraceHeads && !q.Spans {
 		res.Traces = make([]TraceInfo, len(res.Spans))
 		for i, sp := range res.Spans {
-			ti, rootRef, err := db.traceHead(ctx, stores, sp.TraceID)
+			ti, rootRef, err := db.traceHead(ctx, snap, sp.TraceID)
 			if err != nil {
 				return nil, err
 			}
@@ -630,6 +641,9 @@ func (db *DB) distinctStrings(ctx context.Context, limit int, list func(*Store) 
 	defer release()
 	set := map[string]bool{}
 	for _, s := range stores {
+		if err := db.remoteReady(ctx, s); err != nil {
+			return nil, err
+		}
 		ids, err := list(s)
 		if err != nil && isIndexDamage(err) {
 			db.indexDamaged(s, err)
@@ -717,6 +731,11 @@ func (db *DB) traceHead(ctx context.Context, stores []*Store, id trace.TraceID) 
 	var rootRef *hit
 	seen := map[uint64]bool{}
 	for _, s := range stores {
+		if ok, err := db.remoteReadyForTrace(ctx, s, id); err != nil {
+			return ti, nil, err
+		} else if !ok {
+			continue
+		}
 		refs, err := s.meta.TraceSpans(id)
 		if err != nil {
 			return ti, nil, fmt.Errorf("store %s: trace %s: %w", StoreName(s.id), id, err)

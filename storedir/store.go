@@ -99,6 +99,10 @@ type Store struct {
 	catching      atomic.Bool
 	catchUpCancel context.CancelFunc
 	catchUpFailed string
+
+	// remote is set for a store read from a bucket (remote.go): data is
+	// nil, meta and text are nil until its indexes are cached.
+	remote *remoteStore
 }
 
 // ID is the store number.
@@ -888,9 +892,19 @@ type Info struct {
 	// (its config.props).
 	Compression string `json:"compression"`
 	Checksums   bool   `json:"checksums"`
+	// Location is where the store lives: "local" (the data directory) or
+	// "remote" (a bucket; Node and Generation name its upload, Cached says
+	// whether its indexes are in the local cache).
+	Location   string `json:"location"`
+	Node       string `json:"node,omitempty"`
+	Generation string `json:"generation,omitempty"`
+	Cached     bool   `json:"cached,omitempty"`
 }
 
 func (s *Store) info() Info {
+	if s.remote != nil {
+		return s.remoteInfo()
+	}
 	st := s.meta.Stats()
 	var lag int64
 	if wm, err := s.meta.Watermark(); err == nil && wm < s.data.Size() {
@@ -905,7 +919,7 @@ func (s *Store) info() Info {
 	return Info{IndexLag: lag, Reason: reason,
 		ID: StoreName(s.id), State: s.props.State, FirstNS: s.firstNS, LastNS: s.lastNS,
 		Spans: int64(st.Spans), Traces: int64(st.Traces), Chunks: s.chunks, Bytes: dirSize(s.dir),
-		Compression: s.props.Compression, Checksums: s.props.Checksums,
+		Compression: s.props.Compression, Checksums: s.props.Checksums, Location: "local",
 	}
 }
 

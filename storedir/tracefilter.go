@@ -3,7 +3,6 @@ package storedir
 import (
 	"context"
 	"encoding/binary"
-	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -22,8 +21,11 @@ import (
 // a background scan of the index adds those indexed before the filter
 // existed, and only then is the filter ready: until then every lookup goes
 // to the index. Bits are set and read atomically.
+//
+// The hashing is fixed (no per-process seed), so a filter can be written
+// to a file and read back by another process (EncodeTraceFilter: the
+// "tracefilter" object of an uploaded store, see remotefilter.go).
 type traceFilter struct {
-	seed  maphash.Seed
 	bits  []uint64
 	m     uint64 // number of bits
 	ready atomic.Bool
@@ -39,14 +41,27 @@ const (
 
 func newTraceFilter(traces uint64) *traceFilter {
 	words := (max(traces*filterBitsPerTrace, 64) + 63) / 64
-	return &traceFilter{seed: maphash.MakeSeed(), bits: make([]uint64, words), m: words * 64}
+	return &traceFilter{bits: make([]uint64, words), m: words * 64}
 }
 
+// hashes derives the two probe hashes of id (double hashing) from both
+// halves of the id through the splitmix64 finalizer: ids that are not
+// random (sequential, imported) still spread over the bits.
 func (f *traceFilter) hashes(id trace.TraceID) (uint64, uint64) {
-	h := maphash.Bytes(f.seed, id[:])
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], h)
-	return h, maphash.Bytes(f.seed, b[:]) | 1
+	lo := binary.BigEndian.Uint64(id[0:8])
+	hi := binary.BigEndian.Uint64(id[8:16])
+	h1 := mix64(lo ^ mix64(hi^0x9e3779b97f4a7c15))
+	return h1, mix64(h1^0xc2b2ae3d27d4eb4f) | 1
+}
+
+// mix64 is the splitmix64 finalizer.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 func (f *traceFilter) add(id trace.TraceID) {

@@ -90,6 +90,13 @@ func (s *Store) markSuperseded() error {
 	if s.superseded.Load() {
 		return nil
 	}
+	if s.remote != nil {
+		// A remote store is immutable: the mark lives in memory for this
+		// run (a remote copy's own mark, uploaded with it, is read at
+		// ServeRemote).
+		s.superseded.Store(true)
+		return nil
+	}
 	s.supersedeMu.Lock()
 	defer s.supersedeMu.Unlock()
 	if s.superseded.Load() {
@@ -175,7 +182,7 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 			if err := ctx.Err(); err != nil {
 				return versionCheck{}, err
 			}
-			if !s.mayHoldTrace(tid) {
+			if !s.mayHoldTrace(tid) || !db.remoteReadyForWrite(ctx, s, tid) {
 				continue
 			}
 			refs, err := s.meta.TraceSpans(tid)

@@ -1,0 +1,556 @@
+package storedir
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ztsd/ztsd/config"
+	"github.com/ztsd/ztsd/objstore"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// memBucket is an in-memory objstore.Bucket for unit tests (the
+// acceptance tests use a real S3 server, internal/s3test).
+type memBucket struct {
+	mu   sync.Mutex
+	objs map[string][]byte
+	gets int
+}
+
+func newMemBucket() *memBucket { return &memBucket{objs: map[string][]byte{}} }
+
+func (b *memBucket) Put(ctx context.Context, key string, body io.ReadSeeker, size int64, sum []byte) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) != size {
+		return fmt.Errorf("put %s: %d bytes, size says %d", key, len(data), size)
+	}
+	if sum != nil {
+		if got := sha256.Sum256(data); !bytes.Equal(got[:], sum) {
+			return fmt.Errorf("put %s: checksum mismatch", key)
+		}
+	}
+	b.mu.Lock()
+	b.objs[key] = data
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *memBucket) object(key string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gets++
+	d, ok := b.objs[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
+	}
+	return d, nil
+}
+
+func (b *memBucket) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Object, error) {
+	d, err := b.object(key)
+	if err != nil {
+		return nil, objstore.Object{}, err
+	}
+	return io.NopCloser(bytes.NewReader(d)), objstore.Object{Key: key, Size: int64(len(d))}, nil
+}
+
+func (b *memBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	d, err := b.object(key)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 || n < 0 || off+n > int64(len(d)) {
+		return nil, fmt.Errorf("%s: range %d+%d past the end at %d", key, off, n, len(d))
+	}
+	return append([]byte(nil), d[off:off+n]...), nil
+}
+
+func (b *memBucket) Head(ctx context.Context, key string) (objstore.Object, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.objs[key]
+	if !ok {
+		return objstore.Object{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
+	}
+	return objstore.Object{Key: key, Size: int64(len(d))}, nil
+}
+
+func (b *memBucket) List(ctx context.Context, prefix string, fn func(objstore.Object) error) error {
+	b.mu.Lock()
+	var keys []string
+	for k := range b.objs {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	b.mu.Unlock()
+	sort.Strings(keys)
+	for _, k := range keys {
+		o, err := b.Head(ctx, k)
+		if err != nil {
+			continue
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBucket) Delete(ctx context.Context, key string) error {
+	b.mu.Lock()
+	delete(b.objs, key)
+	b.mu.Unlock()
+	return nil
+}
+
+// uploadStoreDir uploads the sealed store directory dir (no daemon holds
+// it) under node with the layout of objstore, the tracefilter object
+// included unless noFilter, and the manifest last. It mirrors what the
+// tiering uploader does.
+func uploadStoreDir(t testing.TB, b objstore.Bucket, prefix, node, dir string, noFilter bool) *objstore.Manifest {
+	t.Helper()
+	ctx := context.Background()
+	id, ok := ParseStoreName(filepath.Base(dir))
+	if !ok {
+		t.Fatalf("%s is not a store directory", dir)
+	}
+	p, err := config.ReadPropsFile(filepath.Join(dir, propsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	props, err := config.StorePropsFrom(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.State != stateSealed {
+		t.Fatalf("store %s is not sealed", dir)
+	}
+	gen := fmt.Sprintf("g%d", time.Now().UnixNano())
+	m := &objstore.Manifest{Version: objstore.ManifestVersion, Node: node, Store: id, Generation: gen,
+		Uploaded: time.Now().UTC(), FirstNS: props.FirstTraceNS, LastNS: props.LastTraceNS, Chunks: props.Chunks,
+		MasterChecksum: fmt.Sprintf("%08x", props.MasterChecksum)}
+	put := func(rel string, data []byte) {
+		sum := sha256.Sum256(data)
+		if err := b.Put(ctx, objstore.FileKey(prefix, node, id, gen, rel), bytes.NewReader(data), int64(len(data)), sum[:]); err != nil {
+			t.Fatal(err)
+		}
+		m.Files = append(m.Files, objstore.ManifestFile{Path: rel, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		rel = filepath.ToSlash(rel)
+		if rel == dataFile || rel == propsFile || rel == supersededFile || strings.HasPrefix(rel, metaDir+"/") || strings.HasPrefix(rel, textDir+"/") {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			put(rel, data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !noFilter {
+		tf, err := BuildTraceFilter(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(TraceFilterFile, tf)
+	}
+	mj, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, objstore.ManifestKey(prefix, node, id), bytes.NewReader(mj), int64(len(mj)), nil); err != nil {
+		t.Fatal(err)
+	}
+	back, err := objstore.ParseManifest("test", mj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
+
+// remoteFixture: a data directory with stores 0..2 sealed and uploaded
+// (node web-1) and store 3 open, and every span written.
+type remoteFixture struct {
+	dir    string
+	bucket *memBucket
+	spans  []*trace.Span
+	ms     []*objstore.Manifest
+}
+
+func newRemoteFixture(t *testing.T, noFilter bool) *remoteFixture {
+	t.Helper()
+	f := &remoteFixture{dir: t.TempDir(), bucket: newMemBucket()}
+	db := openTestDB(t, f.dir, DefaultOptions())
+	for i := 0; i < 4; i++ {
+		sp := genWorkload(uint64(700+i), 250)
+		appendAll(t, db, sp, 50)
+		f.spans = append(f.spans, sp...)
+		if i < 3 {
+			if err := db.Rotate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint32(0); i < 3; i++ {
+		f.ms = append(f.ms, uploadStoreDir(t, f.bucket, "pre", "web-1", filepath.Join(f.dir, StoreName(i)), noFilter))
+	}
+	return f
+}
+
+func (f *remoteFixture) options(cacheMax int64) Options {
+	o := DefaultOptions()
+	o.Remote = RemoteOptions{Bucket: f.bucket, Prefix: "pre", Node: "web-1", CacheMaxSize: cacheMax}
+	return o
+}
+
+// TestRemoteDropLocalCopy: stores switched to their uploaded copies
+// answer gets and searches exactly as the brute-force filter of what was
+// written; the local directories are gone; Stores says where each lives.
+func TestRemoteDropLocalCopy(t *testing.T) {
+	f := newRemoteFixture(t, false)
+	db := openTestDB(t, f.dir, f.options(0))
+	defer db.Close()
+	for i, m := range f.ms {
+		if err := db.DropLocalCopy(uint32(i), m); err != nil {
+			t.Fatalf("drop local copy %d: %v", i, err)
+		}
+		if _, err := os.Stat(filepath.Join(f.dir, StoreName(uint32(i)))); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("store %d directory still there: %v", i, err)
+		}
+	}
+	if err := db.DropLocalCopy(3, f.ms[0]); err == nil {
+		t.Fatal("dropping the open store with another store's manifest succeeded")
+	}
+	infos := db.Stores()
+	where := map[string]string{}
+	for _, in := range infos {
+		where[in.ID] = in.Location + "/" + in.Node
+		if in.Location == "remote" && in.Generation == "" {
+			t.Fatalf("remote store %s without generation", in.ID)
+		}
+	}
+	if fmt.Sprint(where) != "map[000000:remote/web-1 000001:remote/web-1 000002:remote/web-1 000003:local/]" {
+		t.Fatalf("stores: %v", where)
+	}
+	before := db.RemoteStats()
+	// A trace in no store: the filters rule every remote store out.
+	if _, err := db.GetTrace(context.Background(), trace.TraceID{1, 2, 3}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown trace: %v", err)
+	}
+	if st := db.RemoteStats(); st.IndexBytes-before.IndexBytes > 3*1<<20 || st.CacheMisses > 3 {
+		t.Fatalf("unknown trace downloaded indexes: %+v", st)
+	}
+	checkGets(t, db, f.spans, 7)
+	checkSearches(t, db, f.spans)
+	st := db.RemoteStats()
+	if st.Stores != 3 || st.Cached != 3 || st.CacheMisses != 3 || st.CacheHits == 0 || st.ChunkBytes == 0 || st.GETs == 0 {
+		t.Fatalf("remote stats: %+v", st)
+	}
+	// Appending what a remote store holds adds nothing (its filter finds it).
+	if err := db.Append(context.Background(), f.spans[:10]); err != nil {
+		t.Fatal(err)
+	}
+	checkGets(t, db, f.spans[:10], 1)
+	if got := searchAll(t, db, Query{Spans: true, Limit: 1000}); len(got) != len(f.spans) {
+		t.Fatalf("span search after re-appending: %d spans, wrote %d", len(got), len(f.spans))
+	}
+	// Restart: the remote stores are served again once ServeRemote'd.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTestDB(t, f.dir, f.options(0))
+	for _, m := range f.ms {
+		if err := db.ServeRemote(context.Background(), f.bucket, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.ServeRemote(context.Background(), f.bucket, m); err != nil { // idempotent
+			t.Fatal(err)
+		}
+	}
+	if n := len(db.Stores()); n != 4 {
+		t.Fatalf("%d stores after restart", n)
+	}
+	checkGets(t, db, f.spans, 13)
+}
+
+// TestRemoteChunkReadIsOneGET: with the tracefilter object a chunk costs
+// exactly one ranged GET of exactly its bytes; without it, one GET of the
+// read-ahead for chunks that fit.
+func TestRemoteChunkReadIsOneGET(t *testing.T) {
+	for _, noFilter := range []bool{false, true} {
+		f := newRemoteFixture(t, noFilter)
+		o := f.options(0)
+		o.QueryOnly = true
+		db := openTestDB(t, t.TempDir(), o)
+		for _, m := range f.ms {
+			if err := db.ServeRemote(context.Background(), f.bucket, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sp := f.spans[3] // in store 0
+		if _, err := db.GetTrace(context.Background(), sp.TraceID); err != nil {
+			t.Fatal(err)
+		}
+		// Warm: indexes cached; the chunk cache is dropped so the chunk is
+		// fetched again.
+		db.cache = newChunkCache(256)
+		before := db.RemoteStats()
+		if _, err := db.GetSpan(context.Background(), sp.TraceID, sp.SpanID); err != nil {
+			t.Fatal(err)
+		}
+		after := db.RemoteStats()
+		if gets := after.GETs - before.GETs; gets != 1 {
+			t.Fatalf("noFilter=%v: a warm get cost %d GETs, want 1", noFilter, gets)
+		}
+		if after.IndexBytes != before.IndexBytes {
+			t.Fatalf("noFilter=%v: a warm get downloaded index bytes", noFilter)
+		}
+		db.Close()
+	}
+}
+
+// TestRemoteTinyCacheEvicts: a cache bound smaller than one store's
+// indexes still answers everything; the indexes are evicted after each
+// request and downloaded again.
+func TestRemoteTinyCacheEvicts(t *testing.T) {
+	f := newRemoteFixture(t, false)
+	db := openTestDB(t, f.dir, f.options(1))
+	defer db.Close()
+	for i, m := range f.ms {
+		if err := db.DropLocalCopy(uint32(i), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkGets(t, db, f.spans, 29)
+	for _, q := range searchQueries(f.spans)[:4] {
+		searchAll(t, db, q)
+	}
+	st := db.RemoteStats()
+	if st.CacheEvictions == 0 || st.CacheBytes != 0 || st.Cached != 0 {
+		t.Fatalf("tiny cache: %+v", st)
+	}
+	checkSearches(t, db, f.spans)
+	if st := db.RemoteStats(); st.CacheBytes != 0 {
+		t.Fatalf("tiny cache holds %d bytes between requests", st.CacheBytes)
+	}
+}
+
+// TestRemoteDamagedChunkWarns: a flipped byte in a remote data file costs
+// its chunk (a warning naming node/store), not the request.
+func TestRemoteDamagedChunkWarns(t *testing.T) {
+	f := newRemoteFixture(t, false)
+	o := f.options(0)
+	o.QueryOnly = true
+	db := openTestDB(t, t.TempDir(), o)
+	defer db.Close()
+	for _, m := range f.ms {
+		if err := db.ServeRemote(context.Background(), f.bucket, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunks := scanStoredChunks(t, filepath.Join(f.dir, StoreName(1), dataFile))
+	victim := chunks[len(chunks)/2]
+	key := objstore.FileKey("pre", "web-1", 1, f.ms[1].Generation, dataFile)
+	f.bucket.mu.Lock()
+	f.bucket.objs[key][victim.off+chunkPayloadOffset(victim)] ^= 0x40
+	f.bucket.mu.Unlock()
+	sp := victim.spans[0]
+	_, warns, err := db.GetTraceWithWarnings(context.Background(), sp.TraceID)
+	if err != nil {
+		t.Fatalf("get of a trace in a damaged remote chunk failed: %v", err)
+	}
+	if len(warns) != 1 || warns[0].Store != "web-1/000001" || warns[0].Offset != victim.off {
+		t.Fatalf("warnings %+v, want web-1/000001 at %d", warns, victim.off)
+	}
+	res, err := db.Search(context.Background(), Query{Spans: true, Limit: MaxSearchLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != 1 || res.Warnings[0].Store != "web-1/000001" {
+		t.Fatalf("search warnings %+v", res.Warnings)
+	}
+	if want := len(f.spans) - 250 - len(victim.spans); len(res.Spans) != want { // store 3 (250 spans) is not uploaded
+		t.Fatalf("search: %d spans, want %d", len(res.Spans), want)
+	}
+	if db.DamagedChunks() != 1 {
+		t.Fatalf("damaged chunks %d", db.DamagedChunks())
+	}
+}
+
+func chunkPayloadOffset(c storedChunk) int64 { return 16 + (c.next-c.off-16)/2 }
+
+// TestRemoteMissingObject: an index object missing from the bucket fails
+// the request with an error naming its key; a missing data file fails
+// ServeRemote naming it.
+func TestRemoteMissingObject(t *testing.T) {
+	f := newRemoteFixture(t, false)
+	o := f.options(0)
+	o.QueryOnly = true
+	db := openTestDB(t, t.TempDir(), o)
+	defer db.Close()
+	m := f.ms[0]
+	var metaFile string
+	for _, mf := range m.Files {
+		if strings.HasPrefix(mf.Path, "meta/") && strings.HasSuffix(mf.Path, ".sst") {
+			metaFile = mf.Path
+		}
+	}
+	if metaFile == "" {
+		t.Fatalf("no meta table in %+v", m.Files)
+	}
+	missing := objstore.FileKey("pre", "web-1", 0, m.Generation, metaFile)
+	f.bucket.Delete(context.Background(), missing)
+	if err := db.ServeRemote(context.Background(), f.bucket, m); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.GetTrace(context.Background(), f.spans[0].TraceID)
+	if err == nil || !strings.Contains(err.Error(), missing) || !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("missing index object: %v, want an error naming %s", err, missing)
+	}
+	dataKey := objstore.FileKey("pre", "web-1", 1, f.ms[1].Generation, dataFile)
+	f.bucket.Delete(context.Background(), dataKey)
+	if err := db.ServeRemote(context.Background(), f.bucket, f.ms[1]); err == nil || !strings.Contains(err.Error(), dataKey) {
+		t.Fatalf("missing data file: %v, want an error naming %s", err, dataKey)
+	}
+}
+
+// TestQueryOnlyTwoNodes: a query-only DB serves the stores of two nodes
+// whose store ids collide, answers as the brute-force filter over both,
+// and refuses writes.
+func TestQueryOnlyTwoNodes(t *testing.T) {
+	a := newRemoteFixture(t, false)
+	b := &remoteFixture{dir: t.TempDir(), bucket: a.bucket}
+	db2 := openTestDB(t, b.dir, DefaultOptions())
+	for i := 0; i < 2; i++ {
+		sp := genWorkload(uint64(900+i), 200)
+		appendAll(t, db2, sp, 40)
+		b.spans = append(b.spans, sp...)
+		if err := db2.Rotate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db2.Close()
+	for i := uint32(0); i < 2; i++ {
+		b.ms = append(b.ms, uploadStoreDir(t, a.bucket, "pre", "web-2", filepath.Join(b.dir, StoreName(i)), i == 1))
+	}
+	o := a.options(0)
+	o.QueryOnly = true
+	o.Remote.Node = ""
+	db := openTestDB(t, t.TempDir(), o)
+	defer db.Close()
+	for _, m := range append(append([]*objstore.Manifest(nil), a.ms...), b.ms...) {
+		if err := db.ServeRemote(context.Background(), a.bucket, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Append(context.Background(), b.spans[:1]); !errors.Is(err, ErrQueryOnly) || err.Error() != "query-only node: no local writes" {
+		t.Fatalf("append on a query-only DB: %v", err)
+	}
+	if n := len(db.Stores()); n != 5 {
+		t.Fatalf("%d stores, want 5", n)
+	}
+	all := append(append([]*trace.Span(nil), a.spans[:750]...), b.spans...) // a's store 3 was never uploaded
+	checkGets(t, db, all, 11)
+	checkSearches(t, db, all)
+	// A newer generation replaces the old one; dropping removes the store.
+	m2 := uploadStoreDir(t, a.bucket, "pre", "web-2", filepath.Join(b.dir, StoreName(0)), false)
+	if err := db.ServeRemote(context.Background(), a.bucket, m2); err != nil {
+		t.Fatal(err)
+	}
+	gens := map[string]bool{}
+	for _, in := range db.Stores() {
+		if in.Node == "web-2" {
+			gens[in.Generation] = true
+		}
+	}
+	if len(gens) != 2 || !gens[m2.Generation] || gens[b.ms[0].Generation] {
+		t.Fatalf("generations after replacing: %v", gens)
+	}
+	if err := db.DropRemote("web-2", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(db.Stores()); n != 4 {
+		t.Fatalf("%d stores after a drop, want 4", n)
+	}
+	checkGets(t, db, all[:750], 17)
+}
+
+// TestTraceFilterFileRoundTrip: the encoded filter holds every trace of
+// the store and its chunk bounds tile the data file.
+func TestTraceFilterFileRoundTrip(t *testing.T) {
+	f := newRemoteFixture(t, false)
+	dir := filepath.Join(f.dir, StoreName(0))
+	b, err := BuildTraceFilter(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter, bounds, err := decodeTraceFilter(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range f.spans[:250] {
+		if !filter.mayContain(sp.TraceID) {
+			t.Fatalf("filter rules out trace %s of the store", sp.TraceID)
+		}
+	}
+	chunks := scanStoredChunks(t, filepath.Join(dir, dataFile))
+	if len(bounds) != len(chunks)+1 {
+		t.Fatalf("%d bounds for %d chunks", len(bounds), len(chunks))
+	}
+	for i, c := range chunks {
+		if bounds[i] != c.off || bounds[i+1] != c.next {
+			t.Fatalf("chunk %d at [%d,%d), bounds say [%d,%d)", i, c.off, c.next, bounds[i], bounds[i+1])
+		}
+	}
+	for i := range b {
+		bad := append([]byte(nil), b...)
+		bad[i] ^= 1
+		if _, _, err := decodeTraceFilter(bad); err == nil {
+			t.Fatalf("a flipped bit at %d decodes", i)
+		}
+	}
+}
+
+func FuzzDecodeTraceFilter(f *testing.F) {
+	tf := newTraceFilter(10)
+	tf.add(trace.TraceID{1})
+	f.Add(encodeTraceFilter(tf, []int64{16, 100, 300}))
+	f.Add([]byte("ZTF1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		filter, bounds, err := decodeTraceFilter(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(encodeTraceFilter(filter, bounds), b) {
+			t.Fatal("decoded filter does not encode back to its bytes")
+		}
+	})
+}
