@@ -1,6 +1,7 @@
 package storedir
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -56,8 +57,8 @@ type SealedCopy struct {
 	// StoreDir is the live store directory.
 	StoreDir string
 	// Files are the copy's files, slash-separated paths relative to Dir,
-	// sorted: traces.zts, config.props, superseded (when present), and
-	// every file of meta/ and text/.
+	// sorted: traces.zts, config.props, superseded (when present),
+	// tracefilter, and every file of meta/ and text/.
 	Files []string
 	// From the store's config.props and metadata index.
 	FirstNS, LastNS int64
@@ -75,9 +76,10 @@ const (
 // CopySealed writes a consistent copy of sealed store id into dest (which
 // must not exist, on the data directory's file system): the data file and
 // config.props hard-linked (both are immutable once sealed: config.props is
-// only ever replaced by rename), the superseded mark copied, and a Pebble
-// checkpoint of each index. The store keeps serving meanwhile; it cannot be
-// closed or deleted until the copy is made.
+// only ever replaced by rename), the superseded mark copied, a Pebble
+// checkpoint of each index, and the TraceFilterFile object (see
+// remotefilter.go) made from the index and the data file. The store keeps
+// serving meanwhile; it cannot be closed or deleted until the copy is made.
 func (db *DB) CopySealed(id uint32, dest string) (*SealedCopy, error) {
 	db.mu.RLock()
 	var s *Store
@@ -121,6 +123,17 @@ func (db *DB) CopySealed(id uint32, dest string) (*SealedCopy, error) {
 	}
 	if err := s.text.Checkpoint(filepath.Join(dest, textDir)); err != nil {
 		return nil, fmt.Errorf("copy of store %s: %w", StoreName(id), err)
+	}
+	// The trace filter and chunk bounds that let a remote reader skip the
+	// store for a trace it lacks and read a chunk with one GET.
+	if !s.catching.Load() {
+		tf, err := buildTraceFilter(context.Background(), s.meta, s.data.Path(), s.data.Size(), s.data.Options())
+		if err != nil {
+			return nil, fmt.Errorf("copy of store %s: %w", StoreName(id), err)
+		}
+		if err := os.WriteFile(filepath.Join(dest, TraceFilterFile), tf, 0o640); err != nil {
+			return nil, fmt.Errorf("copy of store %s: %w", StoreName(id), err)
+		}
 	}
 	c := &SealedCopy{ID: id, Dir: dest, StoreDir: s.dir, Spans: int64(s.meta.Stats().Spans)}
 	s.mu.Lock()
