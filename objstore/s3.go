@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -177,7 +178,14 @@ func (b *S3) Put(ctx context.Context, key string, body io.ReadSeeker, size int64
 		}
 		in.ChecksumSHA256 = aws.String(base64.StdEncoding.EncodeToString(sha256))
 	}
-	if _, err := b.client.PutObject(ctx, in); err != nil {
+	// With a SHA-256 the server checks the body against (the header is
+	// signed), the signature need not cover the payload too: the body is
+	// read once for the signature less.
+	var popts []func(*s3.Options)
+	if sha256 != nil {
+		popts = append(popts, s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
+	}
+	if _, err := b.client.PutObject(ctx, in, popts...); err != nil {
 		return fmt.Errorf("s3 put %s: %w", key, mapErr(err))
 	}
 	return nil

@@ -506,11 +506,16 @@ func (u *Uploader) finish(ctx context.Context, id uint32, storeDir, mkey string,
 	return nil
 }
 
+// SweepMinAge is how old an object no manifest names must be before Sweep
+// deletes it when its store is not in the data directory: `ztsctl recover
+// --remote` may be uploading a new generation of such a store right now.
+const SweepMinAge = time.Hour
+
 // Sweep deletes every object under the node's prefix that no manifest
 // names: generations of uploads a killed run left behind (their store is
 // uploaded again under a new one), and objects of a store whose manifest
-// retention deleted before a crash. It must not run while this node
-// uploads (Run calls it between passes).
+// retention deleted before a crash (those only once SweepMinAge old). It
+// must not run while this node uploads (Run calls it between passes).
 func (u *Uploader) Sweep(ctx context.Context) error {
 	manifests, err := u.Manifests(ctx)
 	if err != nil {
@@ -520,9 +525,14 @@ func (u *Uploader) Sweep(ctx context.Context) error {
 	for id, m := range manifests {
 		keep[id] = objstore.StorePrefix(u.opt.Prefix, u.opt.Node, id) + m.Generation + "/"
 	}
+	local := map[uint32]bool{}
+	for _, s := range u.localStores() {
+		local[s.id] = true
+	}
+	now := u.opt.Now()
 	node := objstore.NodePrefix(u.opt.Prefix, u.opt.Node)
-	n, err := u.deleteObjects(ctx, node, func(key string) bool {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(key, node), "/")
+	n, err := u.deleteObjects(ctx, node, func(o objstore.Object) bool {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(o.Key, node), "/")
 		id, isStore := storedir.ParseStoreName(name)
 		if !ok || !isStore {
 			return true // not a store's object: not ours to judge
@@ -530,8 +540,10 @@ func (u *Uploader) Sweep(ctx context.Context) error {
 		if rest == objstore.ManifestName {
 			return true
 		}
-		gen, has := keep[id]
-		return has && strings.HasPrefix(key, gen)
+		if gen, has := keep[id]; has && strings.HasPrefix(o.Key, gen) {
+			return true
+		}
+		return !local[id] && now.Sub(o.ModTime) < SweepMinAge
 	})
 	if n > 0 {
 		u.log.Info("deleted objects no manifest names", "objects", n)
@@ -544,7 +556,7 @@ func (u *Uploader) Sweep(ctx context.Context) error {
 func (u *Uploader) deleteGarbage(ctx context.Context, id uint32, mkey, gen string) error {
 	prefix := objstore.StorePrefix(u.opt.Prefix, u.opt.Node, id)
 	keep := prefix + gen + "/"
-	n, err := u.deleteObjects(ctx, prefix, func(key string) bool { return key == mkey || strings.HasPrefix(key, keep) })
+	n, err := u.deleteObjects(ctx, prefix, func(o objstore.Object) bool { return o.Key == mkey || strings.HasPrefix(o.Key, keep) })
 	if n > 0 {
 		u.log.Info("deleted objects of earlier upload attempts", "store", storedir.StoreName(id), "objects", n)
 	}
@@ -553,10 +565,10 @@ func (u *Uploader) deleteGarbage(ctx context.Context, id uint32, mkey, gen strin
 
 // deleteObjects deletes every object under prefix that keep does not
 // keep, and returns how many it deleted.
-func (u *Uploader) deleteObjects(ctx context.Context, prefix string, keep func(key string) bool) (int, error) {
+func (u *Uploader) deleteObjects(ctx context.Context, prefix string, keep func(objstore.Object) bool) (int, error) {
 	var doomed []string
 	err := u.opt.Bucket.List(ctx, prefix, func(o objstore.Object) error {
-		if !keep(o.Key) {
+		if !keep(o) {
 			doomed = append(doomed, o.Key)
 		}
 		return nil
@@ -779,7 +791,7 @@ func (u *Uploader) deleteStore(ctx context.Context, s *storeView) error {
 		delete(u.remote, s.id)
 		u.mu.Unlock()
 		prefix := objstore.StorePrefix(u.opt.Prefix, u.opt.Node, s.id)
-		if _, err := u.deleteObjects(ctx, prefix, func(string) bool { return false }); err != nil {
+		if _, err := u.deleteObjects(ctx, prefix, func(objstore.Object) bool { return false }); err != nil {
 			return fmt.Errorf("retention: store %s: %w", name, err)
 		}
 	}
