@@ -241,10 +241,9 @@ func (d *daemonState) serve() error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if tieringOn(d.cfg) {
-		// [retention] applies to the node's stores local and in the
-		// bucket together: the uploader applies it, not storedir.
-		opts.Retention = storedir.Retention{}
-		opts.OnSealed = sealedHook(&d.uploader)
+		if err := d.openBucket(ctx, &opts); err != nil {
+			return fmt.Errorf("object_store: %w", err)
+		}
 	}
 	t0 := time.Now()
 	d.db, err = storedir.Open(ctx, d.cfg.DataDir, opts)
@@ -420,7 +419,7 @@ func (d *daemonState) reload() {
 	d.conns.SetMax(next.Limits.MaxConnections)
 	d.budget.SetLimit(int64(next.Limits.MemoryBudget))
 	debug.SetMemoryLimit(int64(next.Limits.MemoryBudget))
-	if d.tiering != nil {
+	if d.tiering != nil && d.tiering.up != nil {
 		d.tiering.up.SetLimits(localLimits(next), retentionLimits(next))
 	} else if err := d.db.SetRetention(retention(next)); err != nil {
 		d.log.Error("reload: applying retention", "err", err)

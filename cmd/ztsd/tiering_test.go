@@ -19,6 +19,7 @@ import (
 	"github.com/ztsd/ztsd/objstore"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/tiering"
+	"github.com/ztsd/ztsd/trace"
 )
 
 // tieringConfig is a daemon config with small stores (many seal quickly)
@@ -99,19 +100,30 @@ func waitUploaded(t *testing.T, d *daemontest.Daemon, b objstore.Bucket, node st
 func TestDaemonUploadsSealedStores(t *testing.T) {
 	srv := s3test.Start(t)
 	b := srv.Bucket(t)
-	d := daemontest.New(t, tieringConfig(srv, "n1", ""))
+	d := daemontest.New(t, tieringConfig(srv, "n1", "local_max_stores = 3"))
 	startWithBucket(t, d, srv)
+	var sent []*trace.Span
 	for i := range 30 {
-		if err := d.Client.Put(context.Background(), workload.Spans(uint64(i)+1, 200)...); err != nil {
+		spans := workload.Spans(uint64(i)+1, 200)
+		sent = append(sent, spans...)
+		if err := d.Client.Put(context.Background(), spans...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := waitUploaded(t, d, b, "n1")
-	sealed := sealedIDs(t, d)
-	if len(sealed) < 5 || len(got) != len(sealed) {
-		t.Fatalf("%d sealed stores, %d in the bucket", len(sealed), len(got))
+	// local_max_stores = 3: the daemon serves the oldest from the bucket.
+	deadline := time.Now().Add(30 * time.Second)
+	for localStoreCount(t, d.DataDir) > 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d local stores after 30s, local_max_stores is 3\n%s", localStoreCount(t, d.DataDir), d.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	infos, _ := d.Client.Stores(context.Background())
+	infos, err := d.Client.Stores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := 0
 	for _, in := range infos {
 		id, _ := storedir.ParseStoreName(in.ID)
 		m := got[id]
@@ -121,8 +133,19 @@ func TestDaemonUploadsSealedStores(t *testing.T) {
 			}
 			continue
 		}
+		sealed++
 		if m == nil || m.Spans != in.Spans || m.FirstNS != in.FirstNS || m.LastNS != in.LastNS || m.Chunks != in.Chunks {
 			t.Fatalf("store %s: manifest %+v, daemon says %+v", in.ID, m, in)
+		}
+	}
+	if sealed < 5 || len(got) != sealed {
+		t.Fatalf("%d sealed stores, %d in the bucket", sealed, len(got))
+	}
+	// Every span is still read by id, local or remote.
+	for i := 0; i < len(sent); i += 97 {
+		sp, err := d.Client.GetSpan(context.Background(), sent[i].TraceID, sent[i].SpanID)
+		if err != nil || sp.StartNS != sent[i].StartNS {
+			t.Fatalf("span %d (%s/%s) after its local copy went: %v", i, sent[i].TraceID, sent[i].SpanID, err)
 		}
 	}
 	metrics, err := d.Client.Metrics(context.Background())
@@ -144,6 +167,21 @@ func TestDaemonUploadsSealedStores(t *testing.T) {
 	}
 }
 
+// localStoreCount counts the store directories in a data directory.
+func localStoreCount(t *testing.T, dataDir string) int {
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if _, ok := storedir.ParseStoreName(e.Name()); ok && e.IsDir() {
+			n++
+		}
+	}
+	return n
+}
+
 func metricValue(text, name string) float64 {
 	for _, line := range strings.Split(text, "\n") {
 		if rest, ok := strings.CutPrefix(line, name+" "); ok {
@@ -152,6 +190,24 @@ func metricValue(text, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// checkNoStoreLost records the daemon's sealed stores in seen and checks
+// that every store ever seen is still in the data directory or has its
+// manifest in the bucket.
+func checkNoStoreLost(t *testing.T, d *daemontest.Daemon, b objstore.Bucket, seen map[uint32]bool) {
+	t.Helper()
+	for _, id := range sealedIDs(t, d) {
+		seen[id] = true
+	}
+	for id := range seen {
+		if _, err := os.Stat(filepath.Join(d.DataDir, storedir.StoreName(id), storedir.DataFile)); err == nil {
+			continue
+		}
+		if _, err := b.Head(context.Background(), objstore.ManifestKey("pfx", "n1", id)); err != nil {
+			t.Fatalf("store %s is neither local nor in the bucket: %v", storedir.StoreName(id), err)
+		}
+	}
 }
 
 // tieringCrashPoints is how many kill -9 cycles TestTieringCrashLoop runs:
@@ -176,11 +232,14 @@ func TestTieringCrashLoop(t *testing.T) {
 	iters := tieringCrashPoints(t)
 	srv := s3test.Start(t)
 	b := srv.Bucket(t)
-	d := daemontest.New(t, tieringConfig(srv, "n1", ""))
+	d := daemontest.New(t, tieringConfig(srv, "n1", "local_max_stores = 2"))
 	l := newSpanLedger()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 17))
 	t.Logf("seed %d", seed)
+	// Every store seen sealed is, at every restart, in the data directory
+	// or verified in the bucket: no local copy went before its upload.
+	seen := map[uint32]bool{}
 	// Uploads a restart found interrupted: adopted (the manifest was
 	// written, the marker not) or restarted (garbage deleted).
 	adopted, restarted := 0, 0
@@ -196,6 +255,7 @@ func TestTieringCrashLoop(t *testing.T) {
 		startWithBucket(t, d, srv)
 		if it > 0 {
 			l.check(t, d, 20, true)
+			checkNoStoreLost(t, d, b, seen)
 		}
 		// Seal a few stores first, so that uploads run when the kill
 		// comes (during the writes that follow, at a random moment).
@@ -211,10 +271,11 @@ func TestTieringCrashLoop(t *testing.T) {
 	startWithBucket(t, d, srv)
 	got := waitUploaded(t, d, b, "n1")
 	count()
+	checkNoStoreLost(t, d, b, seen)
 	sealed := sealedIDs(t, d)
-	if len(got) != len(sealed) || len(sealed) < 2 {
+	if len(got) < len(sealed) || len(got) < 2 {
 		infos, _ := d.Client.Stores(context.Background())
-		t.Fatalf("%d sealed stores, %d uploaded; %d acknowledged; stores %+v", len(sealed), len(got), len(l.acked), infos)
+		t.Fatalf("%d local sealed stores, %d uploaded; %d acknowledged; stores %+v", len(sealed), len(got), len(l.acked), infos)
 	}
 	for _, id := range sealed {
 		m := got[id]
