@@ -43,31 +43,88 @@ type postKey struct {
 type openBlock struct {
 	blk   uint64
 	posts blockPostings
-	texts map[uint64][]uint32
+	texts postingLists[uint64]
 }
 
 func newOpenBlock(blk uint64) *openBlock {
-	return &openBlock{blk: blk, posts: make(blockPostings), texts: make(map[uint64][]uint32)}
+	return &openBlock{blk: blk, posts: newBlockPostings(), texts: newPostingLists[uint64]()}
 }
 
 func (o *openBlock) add(off uint32, r row) {
 	o.posts.add(off, r)
-	addText := func(t uint64) {
-		l := o.texts[t]
-		if n := len(l); n == 0 || l[n-1] != off {
-			o.texts[t] = append(l, off)
-		}
-	}
 	for _, t := range r.texts {
-		addText(t)
+		o.texts.addOnce(t, off)
 	}
 	for _, kv := range r.attrs {
-		addText(kv.Value)
+		o.texts.addOnce(kv.Value, off)
+	}
+}
+
+// postingLists are posting lists by key, held in one slice and found
+// through a map of their positions: extending a list costs one map lookup
+// (a map of slices costs a lookup and an assignment).
+type postingLists[K comparable] struct {
+	at    map[K]int32
+	lists [][]uint32
+}
+
+func newPostingLists[K comparable]() postingLists[K] {
+	return postingLists[K]{at: make(map[K]int32)}
+}
+
+// add appends off to k's list.
+func (p *postingLists[K]) add(k K, off uint32) {
+	if i, ok := p.at[k]; ok {
+		p.lists[i] = append(p.lists[i], off)
+		return
+	}
+	p.at[k] = int32(len(p.lists))
+	p.lists = append(p.lists, []uint32{off})
+}
+
+// addOnce appends off to k's list unless the list ends with it.
+func (p *postingLists[K]) addOnce(k K, off uint32) {
+	if i, ok := p.at[k]; ok {
+		if l := p.lists[i]; l[len(l)-1] != off {
+			p.lists[i] = append(l, off)
+		}
+		return
+	}
+	p.at[k] = int32(len(p.lists))
+	p.lists = append(p.lists, []uint32{off})
+}
+
+// get returns k's list (nil when there is none).
+func (p *postingLists[K]) get(k K) []uint32 {
+	if i, ok := p.at[k]; ok {
+		return p.lists[i]
+	}
+	return nil
+}
+
+// set replaces k's list.
+func (p *postingLists[K]) set(k K, offs []uint32) {
+	if i, ok := p.at[k]; ok {
+		p.lists[i] = offs
+		return
+	}
+	p.at[k] = int32(len(p.lists))
+	p.lists = append(p.lists, offs)
+}
+
+// all yields every key with its list, in no particular order.
+func (p *postingLists[K]) all(yield func(K, []uint32) bool) {
+	for k, i := range p.at {
+		if !yield(k, p.lists[i]) {
+			return
+		}
 	}
 }
 
 // blockPostings are the posting lists of one block being built.
-type blockPostings map[postKey][]uint32
+type blockPostings struct{ postingLists[postKey] }
+
+func newBlockPostings() blockPostings { return blockPostings{newPostingLists[postKey]()} }
 
 // add adds the entry at offset off with row r: one posting per attribute,
 // and one per text that is not also an attribute value of the entry (those
@@ -75,10 +132,9 @@ type blockPostings map[postKey][]uint32
 //
 // Its cost is linear in the row's attributes and texts: a row with many
 // attributes looks its texts up in a set of its attribute values.
-func (p blockPostings) add(off uint32, r row) {
+func (p *blockPostings) add(off uint32, r row) {
 	for _, kv := range r.attrs {
-		k := postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}
-		p[k] = append(p[k], off)
+		p.postingLists.add(postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}, off)
 	}
 	isValue := func(t uint64) bool {
 		for _, kv := range r.attrs {
@@ -99,8 +155,7 @@ func (p blockPostings) add(off uint32, r row) {
 		if isValue(t) {
 			continue
 		}
-		k := postKey{prefix: prefixText, a: t}
-		p[k] = append(p[k], off)
+		p.postingLists.add(postKey{prefix: prefixText, a: t}, off)
 	}
 }
 
@@ -126,6 +181,17 @@ func (b *Batch) Len() int { return len(b.entries) }
 // retained; repeated attributes and texts count once. An invalid entry
 // (negative chunk offset) makes Commit fail.
 func (b *Batch) AddSpan(e SpanEntry) {
+	b.add(e, row{attrs: distinct(&b.attrArena, e.Attrs), texts: distinct(&b.textArena, e.Texts)})
+}
+
+// AddDistinctSpan is AddSpan for an entry whose Attrs and Texts hold no
+// repeats (as storedir's interner makes them): the batch keeps the slices
+// as they are, so the caller must not change them until Commit returns.
+func (b *Batch) AddDistinctSpan(e SpanEntry) {
+	b.add(e, row{attrs: e.Attrs, texts: e.Texts})
+}
+
+func (b *Batch) add(e SpanEntry, r row) {
 	if b.err != nil {
 		return
 	}
@@ -143,7 +209,7 @@ func (b *Batch) AddSpan(e SpanEntry) {
 		Loc: e.Loc, StartNS: e.StartNS, DurationNS: e.DurationNS, Error: e.Error,
 	}})
 	b.cols = append(b.cols, colEntry{start: e.StartNS, flags: colFlags(e.Error, e.DurationNS)})
-	b.rows = append(b.rows, row{attrs: distinct(&b.attrArena, e.Attrs), texts: distinct(&b.textArena, e.Texts)})
+	b.rows = append(b.rows, r)
 }
 
 // distinct returns a copy of s without repeated elements, in order, carved
@@ -293,17 +359,17 @@ func (b *Batch) Commit() error {
 			continue
 		}
 		// The block is full: write its posting lists once.
-		posts := make(blockPostings)
+		posts := newBlockPostings()
 		if firstOff > 0 {
-			for k, offs := range ix.open.posts {
-				posts[k] = slices.Clip(offs) // appending copies: ix.open stays as is
+			for k, offs := range ix.open.posts.all {
+				posts.set(k, slices.Clip(offs)) // appending copies: ix.open stays as is
 			}
 			wb.Delete(numKey(key[:0], prefixRows, blk))
 		}
 		for j, r := range b.rows[i:end] {
 			posts.add(firstOff+uint32(j), r)
 		}
-		for k, offs := range posts {
+		for k, offs := range posts.all {
 			wb.Set(postingKey(key[:0], k.prefix, k.a, k.b, blk), postings.Append(val[:0], offs))
 			if k.prefix == prefixAttr && !ix.pairs.contains(KV{k.a, k.b}) {
 				newPairs = append(newPairs, KV{k.a, k.b})

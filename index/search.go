@@ -421,10 +421,10 @@ func (s *searcher) openBlockMemory(blk uint64, sum blockSummary) ([]uint32, bool
 	for i, c := range s.conj {
 		var set []uint32
 		if c.attr != nil {
-			set = o.posts[postKey{prefix: prefixAttr, a: c.attr.Key, b: c.attr.Value}]
+			set = o.posts.get(postKey{prefix: prefixAttr, a: c.attr.Key, b: c.attr.Value})
 		} else {
 			for _, t := range c.texts {
-				set = postings.Union(set, o.texts[t])
+				set = postings.Union(set, o.texts.get(t))
 			}
 		}
 		// Entries beyond the search's view are newer than the search.

@@ -640,7 +640,7 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 	var metaErr error
 	if mb != nil {
 		for _, e := range entries {
-			mb.AddSpan(e)
+			mb.AddDistinctSpan(e) // the interner listed each text and pair once
 		}
 		mb.SetWatermark(next)
 		if err := mb.Commit(); err != nil {
