@@ -167,25 +167,36 @@
 // name them node/id ("web-1/00002a"), since ids collide across nodes.
 // Options.QueryOnly opens no local store: Append fails with ErrQueryOnly.
 //
-// What stays in memory per remote store is its manifest: time range,
-// counters and file list. Reads see remote stores in the same newest-first
-// snapshot as local ones: the store taking writes first, then local
-// stores and this node's remote stores (RemoteOptions.Node) by id
-// descending, the order versions rely on, with other nodes' stores merged
-// in by their newest span. A remote store's data file is read in place:
-// each chunk is one ranged GET (readChunk) of exactly the chunk when the
-// upload has a tracefilter object (TraceFilterFile: a Bloom filter of the
-// store's trace ids and its chunk bounds; DB.TraceFilter and
-// BuildTraceFilter make it), else of the header and a 64 KiB read-ahead
-// (a larger chunk costs a second GET). Its indexes (meta/, text/) are
-// downloaded on first use into RemoteOptions.CacheDir/indexes, every file
+// What stays in memory per remote store is its manifest (time range,
+// counters, file list) and, once read, its tracefilter object. Reads see
+// remote stores in the same newest-first snapshot as local ones: the store
+// taking writes first, then local stores and this node's remote stores
+// (RemoteOptions.Node) by id descending, the order versions rely on, with
+// other nodes' stores merged in by their newest span.
+//
+// An upload made by CopySealed carries two objects for remote reading
+// (remotefilter.go): tracefilter (a Bloom filter of the store's trace ids,
+// its chunk bounds, and the first trace id of each block of tracedir) and
+// tracedir (per trace id, the offsets of the chunks holding it, in 4 KiB
+// blocks). A get-by-id of a remote store then needs no index: the filter
+// rules the store out, or one ranged GET of a directory block (kept in a
+// small LRU of blocks) names the chunks, and each chunk is one ranged GET
+// of exactly its bytes (readChunk), whose spans of the trace become the
+// index entries (the last one of each span chunk wins, as in the index).
+// Cold, that is 3 GETs (tracefilter, block, chunk); warm, one per chunk.
+// Without these objects a get downloads the store's indexes, and a chunk
+// read fetches its header and a 64 KiB read-ahead (a larger chunk costs a
+// second GET).
+//
+// Searches, attribute listings and Append's duplicate check use the
+// indexes (meta/, text/): downloaded on first use into
+// RemoteOptions.CacheDir/indexes, several stores at once, every file
 // checked against the manifest's size and SHA-256, and opened read-only;
-// the cache is emptied at Open. A get-by-id skips a remote store whose
-// trace filter rules the trace out (no download), a search one whose time
-// range misses the query's; Append's duplicate check looks only at remote
+// the cache is emptied at Open. A search skips a remote store whose time
+// range misses the query's; the duplicate check looks only at remote
 // stores with a trace filter and never fails a write for a bucket error.
-// A superseded span is marked in memory for a remote store; a search
-// that leaves a remote store out by its time range does not see a newer
+// A superseded span is marked in memory for a remote store; a search that
+// leaves a remote store out by its time range does not see a newer
 // version stored there.
 //
 // The cache is bounded by RemoteOptions.CacheMaxSize bytes, LRU over

@@ -93,15 +93,10 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 	var order []uint64
 	var warns warnings
 	for _, s := range stores { // newest store first: a newer version wins
-		if ok, err := db.remoteReadyForTrace(ctx, s, id); err != nil {
-			return nil, nil, err
-		} else if !ok {
-			continue
-		}
 		if w, ok := s.catchUpWarning(); ok {
 			warns.addWarning(w)
 		}
-		refs, err := refsOf(s)
+		refs, err := db.storeTraceRefs(ctx, s, id, refsOf, &warns)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
 		}
@@ -731,12 +726,7 @@ func (db *DB) traceHead(ctx context.Context, stores []*Store, id trace.TraceID) 
 	var rootRef *hit
 	seen := map[uint64]bool{}
 	for _, s := range stores {
-		if ok, err := db.remoteReadyForTrace(ctx, s, id); err != nil {
-			return ti, nil, err
-		} else if !ok {
-			continue
-		}
-		refs, err := s.meta.TraceSpans(id)
+		refs, err := db.storeTraceRefs(ctx, s, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) }, nil)
 		if err != nil {
 			return ti, nil, fmt.Errorf("store %s: trace %s: %w", StoreName(s.id), id, err)
 		}

@@ -1,6 +1,7 @@
 package storedir
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/sha256"
@@ -65,8 +66,12 @@ const (
 	// remoteIndexCacheBytes is the Pebble block cache of each index of a
 	// remote store (many may be open at once).
 	remoteIndexCacheBytes = 4 << 20
-	// remoteDownloads is how many index files of one store download at once.
-	remoteDownloads = 4
+	// remoteDownloads is how many index files of one store download at
+	// once, remoteParallelStores how many stores a search readies at once.
+	remoteDownloads      = 4
+	remoteParallelStores = 8
+	// maxDirBlocks bounds the trace-directory blocks kept in memory.
+	maxDirBlocks = 2048
 	// maxTraceFilterObject bounds the tracefilter object read from a bucket.
 	maxTraceFilterObject = 512 << 20
 )
@@ -96,6 +101,8 @@ type remoteSet struct {
 	lru    *list.List // *Store whose indexes are cached, most recently used first
 	cached int64      // bytes of cached index files
 
+	dirBlocks *blockCache // trace-directory blocks read
+
 	gets, indexBytes, chunkBytes, hits, misses, evictions atomic.Int64
 	staleN                                                atomic.Int32
 }
@@ -124,6 +131,7 @@ type remoteStore struct {
 	aidDone bool
 	filter  *traceFilter  // nil: no tracefilter object
 	bounds  []int64       // chunk bounds from the tracefilter object
+	blocks  []dirBlock    // the tracedir object's blocks (set with the filter)
 	loaded  bool          // meta and text are open from the cache
 	bytes   int64         // cached index bytes
 	elem    *list.Element // in set.lru while loaded; guarded by set.lruMu
@@ -139,7 +147,8 @@ func newRemoteSet(dataDir string, opt RemoteOptions, log *slog.Logger) (*remoteS
 		opt.CacheMaxSize = DefaultRemoteCacheSize
 	}
 	rs := &remoteSet{opt: opt, dir: filepath.Join(opt.CacheDir, "indexes"), max: opt.CacheMaxSize, log: log,
-		byID: map[remoteID]*Store{}, shadowed: map[remoteID]shadowedUpload{}, lru: list.New()}
+		byID: map[remoteID]*Store{}, shadowed: map[remoteID]shadowedUpload{}, lru: list.New(),
+		dirBlocks: newBlockCache(maxDirBlocks)}
 	// Index files left by an earlier run are not trusted (a crash may
 	// have cut one): the cache starts empty.
 	if err := os.RemoveAll(rs.dir); err != nil {
@@ -506,6 +515,7 @@ func (db *DB) closeRemoteStore(s *Store) error {
 	db.remote.dropIndexes(s)
 	s.remote.cancel()
 	db.cache.dropStore(s.key())
+	db.remote.dirBlocks.dropStore(s.key())
 	db.damage.forgetStore(s.key())
 	return nil
 }
@@ -546,6 +556,119 @@ func (db *DB) remoteReady(ctx context.Context, s *Store) error {
 	}
 	r.set.misses.Add(1)
 	return r.fetchIndexes(ctx, s)
+}
+
+// storeTraceRefs returns the index entries of trace id in store s, as
+// s.meta.TraceSpans does (refsOf). A remote store with a trace directory
+// answers from it without its indexes: its trace filter (memory), one
+// ranged GET of a directory block, and the chunks holding the trace (one
+// ranged GET each, through the chunk cache), whose spans of the trace
+// become the entries (the last one of each span chunk, as the index keeps);
+// a damaged chunk is added to warns (when not nil) and skipped. Other
+// remote stores have their indexes made usable first.
+func (db *DB) storeTraceRefs(ctx context.Context, s *Store, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error), warns *warnings) ([]index.SpanRef, error) {
+	r := s.remote
+	if r == nil {
+		return refsOf(s)
+	}
+	f, err := r.aid(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.name(), err)
+	}
+	if f != nil && !f.mayContain(id) {
+		return nil, nil
+	}
+	if len(r.blocks) == 0 {
+		if err := db.remoteReady(ctx, s); err != nil {
+			return nil, err
+		}
+		return refsOf(s)
+	}
+	i := sort.Search(len(r.blocks), func(i int) bool { return bytes.Compare(r.blocks[i].first[:], id[:]) > 0 }) - 1
+	if i < 0 {
+		return nil, nil
+	}
+	bl := r.blocks[i]
+	key := r.fileKey(TraceDirFile)
+	block, ok := r.set.dirBlocks.get(r.key, bl.off)
+	if !ok {
+		block, err = r.getRange(ctx, key, bl.off, bl.len)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.name(), err)
+		}
+	}
+	offs, err := lookupDirBlock(block, id)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %s block at %d: %w", s.name(), key, bl.off, err)
+	}
+	if !ok {
+		r.set.dirBlocks.put(r.key, bl.off, block) // checked: kept
+	}
+	type slot struct {
+		span  uint64
+		chunk uint32
+	}
+	at := map[slot]int{}
+	var refs []index.SpanRef
+	for _, off := range offs {
+		view, err := db.remoteChunkView(s, off)
+		if err != nil {
+			var ce *CorruptChunkError
+			if errors.As(err, &ce) {
+				if warns != nil {
+					warns.add(err)
+				}
+				continue
+			}
+			return nil, err
+		}
+		for j := 0; j < view.Len(); j++ {
+			sp, err := view.Summary(j)
+			if err != nil {
+				if warns != nil {
+					warns.add(db.damage.note(s.key(), s.name(), off, fmt.Errorf("payload: %w", err)))
+				}
+				break
+			}
+			if sp.TraceID != id {
+				continue
+			}
+			ref := index.SpanRef{TraceID: id, SpanID: uint64(sp.SpanID), ParentID: uint64(sp.ParentID), ChunkNum: sp.ChunkNum,
+				Loc: index.Location{ChunkOffset: off, Index: uint32(j)}, StartNS: sp.StartNS, DurationNS: sp.DurationNS, Error: sp.Error}
+			k := slot{ref.SpanID, ref.ChunkNum}
+			if n, ok := at[k]; ok {
+				refs[n] = ref // a later entry of the same span chunk: the current one
+				continue
+			}
+			at[k] = len(refs)
+			refs = append(refs, ref)
+		}
+	}
+	return refs, nil
+}
+
+// remoteChunkView is the decoded view of the chunk at off of remote store
+// s, through the chunk cache and the damage log (as readSpanAs reads).
+func (db *DB) remoteChunkView(s *Store, off int64) (*trace.ChunkView, error) {
+	if ce, ok := db.damage.known(s.key(), off); ok {
+		return nil, ce
+	}
+	if view, ok := db.cache.get(s.key(), off); ok {
+		return view, nil
+	}
+	payload, _, err := s.readChunk(off)
+	if err != nil {
+		if isChunkDamage(err) {
+			return nil, db.damage.note(s.key(), s.name(), off, err)
+		}
+		return nil, fmt.Errorf("store %s: %w", s.name(), err)
+	}
+	view, err := trace.NewChunkView(payload, db.opt.Limits)
+	if err != nil {
+		return nil, db.damage.note(s.key(), s.name(), off, fmt.Errorf("payload: %w", err))
+	}
+	db.cache.put(s.key(), off, view)
+	return view, nil
 }
 
 // remoteReadyForTrace reports whether s may hold trace id and, if so,
@@ -598,6 +721,7 @@ func (db *DB) remoteReadyForRange(ctx context.Context, stores []*Store, since, u
 		return stores, nil
 	}
 	out := make([]*Store, 0, len(stores))
+	var load []*Store
 	for _, s := range stores {
 		if s.remote != nil {
 			if s.lastNS != 0 && since != 0 && s.lastNS < since {
@@ -606,11 +730,27 @@ func (db *DB) remoteReadyForRange(ctx context.Context, stores []*Store, since, u
 			if s.firstNS != 0 && until != 0 && s.firstNS >= until {
 				continue
 			}
-			if err := db.remoteReady(ctx, s); err != nil {
-				return nil, err
-			}
+			load = append(load, s)
 		}
 		out = append(out, s)
+	}
+	// Several stores' indexes download at once: a cold search over many
+	// stores costs about its slowest few, not their sum.
+	errs := make([]error, len(load))
+	sem := make(chan struct{}, remoteParallelStores)
+	var wg sync.WaitGroup
+	for i, s := range load {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = db.remoteReady(ctx, s)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -650,9 +790,16 @@ func (r *remoteStore) aidLocked(ctx context.Context) (*traceFilter, error) {
 	if err := r.download(ctx, f, &buf); err != nil {
 		return nil, err
 	}
-	filter, bounds, err := decodeTraceFilter([]byte(buf.String()))
+	filter, bounds, blocks, err := decodeTraceFilter([]byte(buf.String()))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.fileKey(f.Path), err)
+	}
+	if len(blocks) > 0 {
+		d, ok := r.m.File(TraceDirFile)
+		if last := blocks[len(blocks)-1]; !ok || last.off+last.len != d.Size {
+			return nil, fmt.Errorf("%s: its directory blocks do not match %s in the manifest", r.fileKey(f.Path), TraceDirFile)
+		}
+		r.blocks = blocks
 	}
 	if len(bounds) > 0 && bounds[len(bounds)-1] > r.size {
 		return nil, fmt.Errorf("%s: chunk bounds reach %d, past the data file's %d bytes", r.fileKey(f.Path), bounds[len(bounds)-1], r.size)
@@ -1018,4 +1165,58 @@ func (s *Store) remoteInfo() Info {
 	return Info{ID: StoreName(s.id), State: s.props.State, FirstNS: s.firstNS, LastNS: s.lastNS, Spans: s.spans,
 		Chunks: s.chunks, Bytes: bytes, Compression: s.props.Compression, Checksums: s.props.Checksums,
 		Location: "remote", Node: r.m.Node, Generation: r.m.Generation, Cached: cached}
+}
+
+// blockCache keeps recently read trace-directory blocks, by (store key,
+// offset), bounded by count; entries of a store closed are dropped.
+type blockCache struct {
+	mu    sync.Mutex
+	max   int
+	ll    *list.List
+	items map[cacheKey]*list.Element
+}
+
+type blockEntry struct {
+	key  cacheKey
+	data []byte
+}
+
+func newBlockCache(max int) *blockCache {
+	return &blockCache{max: max, ll: list.New(), items: map[cacheKey]*list.Element{}}
+}
+
+func (c *blockCache) get(store uint64, off int64) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[cacheKey{store, off}]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*blockEntry).data, true
+	}
+	return nil, false
+}
+
+func (c *blockCache) put(store uint64, off int64, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := cacheKey{store, off}
+	if _, ok := c.items[k]; ok {
+		return
+	}
+	c.items[k] = c.ll.PushFront(&blockEntry{key: k, data: data})
+	for c.ll.Len() > c.max {
+		e := c.ll.Back()
+		c.ll.Remove(e)
+		delete(c.items, e.Value.(*blockEntry).key)
+	}
+}
+
+func (c *blockCache) dropStore(store uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.items {
+		if k.store == store {
+			c.ll.Remove(e)
+			delete(c.items, k)
+		}
+	}
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -173,11 +175,12 @@ func uploadStoreDir(t testing.TB, b objstore.Bucket, prefix, node, dir string, n
 		t.Fatal(err)
 	}
 	if !noFilter {
-		tf, err := BuildTraceFilter(ctx, dir)
+		tf, td, err := BuildTraceFilter(ctx, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		put(TraceFilterFile, tf)
+		put(TraceDirFile, td)
 	}
 	mj, err := json.Marshal(m)
 	if err != nil {
@@ -197,14 +200,22 @@ func uploadStoreDir(t testing.TB, b objstore.Bucket, prefix, node, dir string, n
 // (node web-1) and store 3 open, and every span written.
 type remoteFixture struct {
 	dir    string
-	bucket *memBucket
+	bucket objstore.Bucket
 	spans  []*trace.Span
 	ms     []*objstore.Manifest
 }
 
+// mem is the fixture's bucket when it is a memBucket.
+func (f *remoteFixture) mem() *memBucket { return f.bucket.(*memBucket) }
+
 func newRemoteFixture(t *testing.T, noFilter bool) *remoteFixture {
 	t.Helper()
-	f := &remoteFixture{dir: t.TempDir(), bucket: newMemBucket()}
+	return newRemoteFixtureIn(t, newMemBucket(), noFilter)
+}
+
+func newRemoteFixtureIn(t *testing.T, b objstore.Bucket, noFilter bool) *remoteFixture {
+	t.Helper()
+	f := &remoteFixture{dir: t.TempDir(), bucket: b}
 	db := openTestDB(t, f.dir, DefaultOptions())
 	for i := 0; i < 4; i++ {
 		sp := genWorkload(uint64(700+i), 250)
@@ -269,6 +280,9 @@ func TestRemoteDropLocalCopy(t *testing.T) {
 		t.Fatalf("unknown trace downloaded indexes: %+v", st)
 	}
 	checkGets(t, db, f.spans, 7)
+	if st := db.RemoteStats(); st.CacheMisses != 0 {
+		t.Fatalf("gets downloaded indexes (the trace directory answers them): %+v", st)
+	}
 	checkSearches(t, db, f.spans)
 	st := db.RemoteStats()
 	if st.Stores != 3 || st.Cached != 3 || st.CacheMisses != 3 || st.CacheHits == 0 || st.ChunkBytes == 0 || st.GETs == 0 {
@@ -301,9 +315,10 @@ func TestRemoteDropLocalCopy(t *testing.T) {
 	checkGets(t, db, f.spans, 13)
 }
 
-// TestRemoteChunkReadIsOneGET: with the tracefilter object a chunk costs
-// exactly one ranged GET of exactly its bytes; without it, one GET of the
-// read-ahead for chunks that fit.
+// TestRemoteChunkReadIsOneGET: a warm get whose chunk is not in memory
+// costs one ranged GET: with the tracefilter and tracedir objects (the
+// directory block is kept from the first get) exactly the chunk; without
+// them (indexes downloaded), the read-ahead, for a chunk that fits.
 func TestRemoteChunkReadIsOneGET(t *testing.T) {
 	for _, noFilter := range []bool{false, true} {
 		f := newRemoteFixture(t, noFilter)
@@ -327,8 +342,9 @@ func TestRemoteChunkReadIsOneGET(t *testing.T) {
 			t.Fatal(err)
 		}
 		after := db.RemoteStats()
-		if gets := after.GETs - before.GETs; gets != 1 {
-			t.Fatalf("noFilter=%v: a warm get cost %d GETs, want 1", noFilter, gets)
+		want := int64(1)
+		if gets := after.GETs - before.GETs; gets != want {
+			t.Fatalf("noFilter=%v: a warm get cost %d GETs, want %d", noFilter, gets, want)
 		}
 		if after.IndexBytes != before.IndexBytes {
 			t.Fatalf("noFilter=%v: a warm get downloaded index bytes", noFilter)
@@ -379,9 +395,9 @@ func TestRemoteDamagedChunkWarns(t *testing.T) {
 	chunks := scanStoredChunks(t, filepath.Join(f.dir, StoreName(1), dataFile))
 	victim := chunks[len(chunks)/2]
 	key := objstore.FileKey("pre", "web-1", 1, f.ms[1].Generation, dataFile)
-	f.bucket.mu.Lock()
-	f.bucket.objs[key][victim.off+chunkPayloadOffset(victim)] ^= 0x40
-	f.bucket.mu.Unlock()
+	f.mem().mu.Lock()
+	f.mem().objs[key][victim.off+chunkPayloadOffset(victim)] ^= 0x40
+	f.mem().mu.Unlock()
 	sp := victim.spans[0]
 	_, warns, err := db.GetTraceWithWarnings(context.Background(), sp.TraceID)
 	if err != nil {
@@ -431,9 +447,15 @@ func TestRemoteMissingObject(t *testing.T) {
 	if err := db.ServeRemote(context.Background(), f.bucket, m); err != nil {
 		t.Fatal(err)
 	}
-	_, err := db.GetTrace(context.Background(), f.spans[0].TraceID)
+	_, err := db.Search(context.Background(), Query{Limit: 10})
 	if err == nil || !strings.Contains(err.Error(), missing) || !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("missing index object: %v, want an error naming %s", err, missing)
+	}
+	dirKey := objstore.FileKey("pre", "web-1", 0, m.Generation, TraceDirFile)
+	f.bucket.Delete(context.Background(), dirKey)
+	_, err = db.GetTrace(context.Background(), f.spans[0].TraceID)
+	if err == nil || !strings.Contains(err.Error(), dirKey) || !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("missing trace directory: %v, want an error naming %s", err, dirKey)
 	}
 	dataKey := objstore.FileKey("pre", "web-1", 1, f.ms[1].Generation, dataFile)
 	f.bucket.Delete(context.Background(), dataKey)
@@ -506,22 +528,48 @@ func TestQueryOnlyTwoNodes(t *testing.T) {
 // TestTraceFilterFileRoundTrip: the encoded filter holds every trace of
 // the store and its chunk bounds tile the data file.
 func TestTraceFilterFileRoundTrip(t *testing.T) {
-	f := newRemoteFixture(t, false)
-	dir := filepath.Join(f.dir, StoreName(0))
-	b, err := BuildTraceFilter(context.Background(), dir)
+	data := t.TempDir()
+	db := openTestDB(t, data, DefaultOptions())
+	spans := genWorkload(77, 4000)
+	appendAll(t, db, spans, 200)
+	if err := db.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	dir := filepath.Join(data, StoreName(0))
+	b, td, err := BuildTraceFilter(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	filter, bounds, err := decodeTraceFilter(b)
+	filter, bounds, blocks, err := decodeTraceFilter(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sp := range f.spans[:250] {
+	for _, sp := range spans {
 		if !filter.mayContain(sp.TraceID) {
 			t.Fatalf("filter rules out trace %s of the store", sp.TraceID)
 		}
 	}
 	chunks := scanStoredChunks(t, filepath.Join(dir, dataFile))
+	// The directory lists, for every trace, exactly the chunks holding it.
+	want := map[trace.TraceID][]int64{}
+	for _, c := range chunks {
+		for _, sp := range c.spans {
+			if l := want[sp.TraceID]; len(l) == 0 || l[len(l)-1] != c.off {
+				want[sp.TraceID] = append(l, c.off)
+			}
+		}
+	}
+	if len(blocks) < 2 {
+		t.Fatalf("%d directory blocks for %d traces", len(blocks), len(want))
+	}
+	for id, offs := range want {
+		i := sort.Search(len(blocks), func(i int) bool { return bytes.Compare(blocks[i].first[:], id[:]) > 0 }) - 1
+		got, err := lookupDirBlock(td[blocks[i].off:blocks[i].off+blocks[i].len], id)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(offs) {
+			t.Fatalf("trace %s: directory says %v (%v), chunks %v", id, got, err, offs)
+		}
+	}
 	if len(bounds) != len(chunks)+1 {
 		t.Fatalf("%d bounds for %d chunks", len(bounds), len(chunks))
 	}
@@ -533,23 +581,34 @@ func TestTraceFilterFileRoundTrip(t *testing.T) {
 	for i := range b {
 		bad := append([]byte(nil), b...)
 		bad[i] ^= 1
-		if _, _, err := decodeTraceFilter(bad); err == nil {
+		if _, _, _, err := decodeTraceFilter(bad); err == nil {
 			t.Fatalf("a flipped bit at %d decodes", i)
 		}
 	}
 }
 
+func FuzzLookupDirBlock(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lookupDirBlock(b, trace.TraceID{1})
+		if len(b) > 4 { // with a valid checksum the entries are parsed
+			body := b[:len(b)-4]
+			lookupDirBlock(binary.BigEndian.AppendUint32(append([]byte(nil), body...), crc32.ChecksumIEEE(body)), trace.TraceID{1})
+		}
+	})
+}
+
 func FuzzDecodeTraceFilter(f *testing.F) {
 	tf := newTraceFilter(10)
 	tf.add(trace.TraceID{1})
-	f.Add(encodeTraceFilter(tf, []int64{16, 100, 300}))
+	f.Add(encodeTraceFilter(tf, []int64{16, 100, 300}, []dirBlock{{first: trace.TraceID{1}, len: 40}, {first: trace.TraceID{2}, len: 9}}))
 	f.Add([]byte("ZTF1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		filter, bounds, err := decodeTraceFilter(b)
+		filter, bounds, blocks, err := decodeTraceFilter(b)
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(encodeTraceFilter(filter, bounds), b) {
+		if !bytes.Equal(encodeTraceFilter(filter, bounds, blocks), b) {
 			t.Fatal("decoded filter does not encode back to its bytes")
 		}
 	})

@@ -58,7 +58,7 @@ type SealedCopy struct {
 	StoreDir string
 	// Files are the copy's files, slash-separated paths relative to Dir,
 	// sorted: traces.zts, config.props, superseded (when present),
-	// tracefilter, and every file of meta/ and text/.
+	// tracefilter, tracedir, and every file of meta/ and text/.
 	Files []string
 	// From the store's config.props and metadata index.
 	FirstNS, LastNS int64
@@ -77,8 +77,8 @@ const (
 // must not exist, on the data directory's file system): the data file and
 // config.props hard-linked (both are immutable once sealed: config.props is
 // only ever replaced by rename), the superseded mark copied, a Pebble
-// checkpoint of each index, and the TraceFilterFile object (see
-// remotefilter.go) made from the index and the data file. The store keeps
+// checkpoint of each index, and the TraceFilterFile and TraceDirFile
+// objects (see remotefilter.go) made from the index and the data file. The store keeps
 // serving meanwhile; it cannot be closed or deleted until the copy is made.
 func (db *DB) CopySealed(id uint32, dest string) (*SealedCopy, error) {
 	db.mu.RLock()
@@ -124,14 +124,17 @@ func (db *DB) CopySealed(id uint32, dest string) (*SealedCopy, error) {
 	if err := s.text.Checkpoint(filepath.Join(dest, textDir)); err != nil {
 		return nil, fmt.Errorf("copy of store %s: %w", StoreName(id), err)
 	}
-	// The trace filter and chunk bounds that let a remote reader skip the
-	// store for a trace it lacks and read a chunk with one GET.
+	// The trace filter, chunk bounds and trace directory that let a remote
+	// reader answer a get-by-id with a few ranged GETs.
 	if !s.catching.Load() {
-		tf, err := buildTraceFilter(context.Background(), s.meta, s.data.Path(), s.data.Size(), s.data.Options())
+		tf, td, err := buildTraceFilter(context.Background(), s.meta, s.data.Path(), s.data.Size(), s.data.Options())
 		if err != nil {
 			return nil, fmt.Errorf("copy of store %s: %w", StoreName(id), err)
 		}
 		if err := os.WriteFile(filepath.Join(dest, TraceFilterFile), tf, 0o640); err != nil {
+			return nil, fmt.Errorf("copy of store %s: %w", StoreName(id), err)
+		}
+		if err := os.WriteFile(filepath.Join(dest, TraceDirFile), td, 0o640); err != nil {
 			return nil, fmt.Errorf("copy of store %s: %w", StoreName(id), err)
 		}
 	}
