@@ -199,6 +199,36 @@ func TestS3Credentials(t *testing.T) {
 	}
 }
 
+// TestS3TLS: against versitygw serving HTTPS with a self-signed
+// certificate, tls_ca_file makes the client trust it, without it the
+// handshake fails, and tls_insecure_skip_verify accepts it.
+func TestS3TLS(t *testing.T) {
+	srv := s3test.StartTLS(t)
+	ctx := context.Background()
+	try := func(cfg config.ObjectStoreConfig) error {
+		b, err := objstore.NewS3(ctx, cfg, append(srv.Options(), objstore.WithMaxAttempts(1))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Put(ctx, "tls", strings.NewReader("x"), 1, nil)
+	}
+	cfg := srv.Config()
+	if !strings.HasPrefix(cfg.Endpoint, "https://") || cfg.TLSCAFile == "" {
+		t.Fatalf("config %+v", cfg)
+	}
+	if err := try(cfg); err != nil {
+		t.Fatalf("with tls_ca_file: %v", err)
+	}
+	cfg.TLSCAFile = ""
+	if err := try(cfg); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the CA: %v, want a certificate error", err)
+	}
+	cfg.TLSInsecureSkipVerify = true
+	if err := try(cfg); err != nil {
+		t.Fatalf("with tls_insecure_skip_verify: %v", err)
+	}
+}
+
 // TestS3TLSSettings: a CA file that holds no certificate is refused when
 // the client is built, naming the setting.
 func TestS3TLSSettings(t *testing.T) {

@@ -6,97 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log"
-	"math/rand/v2"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ztsd/ztsd/internal/s3test"
 	"github.com/ztsd/ztsd/objstore"
 )
-
-// faultProxy sits between the uploader and the S3 server and, at random,
-// answers 500 without forwarding, forwards and then answers 500 anyway
-// (the request took effect, the client cannot know), delays, or resets
-// the connection before or after forwarding.
-type faultProxy struct {
-	srv                           *httptest.Server
-	mu                            sync.Mutex
-	rng                           *rand.Rand
-	on                            atomic.Bool
-	fail, failAfter, slow, resets atomic.Int64
-}
-
-func newFaultProxy(t *testing.T, target string, seed uint64) *faultProxy {
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ErrorLog = log.New(io.Discard, "", 0)
-	p := &faultProxy{rng: rand.New(rand.NewPCG(seed, 3))}
-	p.on.Store(true)
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !p.on.Load() {
-			rp.ServeHTTP(w, r)
-			return
-		}
-		p.mu.Lock()
-		roll := p.rng.IntN(100)
-		delay := time.Duration(p.rng.IntN(100)) * time.Millisecond
-		p.mu.Unlock()
-		switch {
-		case roll < 6:
-			p.fail.Add(1)
-			io.Copy(io.Discard, r.Body)
-			http.Error(w, "<Error><Code>InternalError</Code><Message>injected</Message></Error>", http.StatusInternalServerError)
-		case roll < 10:
-			// Forward, then lose the answer: the PUT or DELETE happened.
-			p.failAfter.Add(1)
-			rec := httptest.NewRecorder()
-			rp.ServeHTTP(rec, r)
-			http.Error(w, "<Error><Code>InternalError</Code><Message>injected after</Message></Error>", http.StatusInternalServerError)
-		case roll < 14:
-			p.resets.Add(1)
-			if roll < 12 {
-				rec := httptest.NewRecorder()
-				rp.ServeHTTP(rec, r)
-			}
-			reset(w)
-		case roll < 24:
-			p.slow.Add(1)
-			time.Sleep(delay)
-			rp.ServeHTTP(w, r)
-		default:
-			rp.ServeHTTP(w, r)
-		}
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-// reset closes the client's connection with a TCP RST.
-func reset(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		return
-	}
-	c, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	c.Close()
-}
 
 // TestUploadThroughFaults: uploads through a proxy injecting 500s (before
 // and after the request took effect), slow answers and connection resets,
@@ -109,10 +25,8 @@ func TestUploadThroughFaults(t *testing.T) {
 	direct := srv.Bucket(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	proxy := newFaultProxy(t, srv.Endpoint, seed)
-	cfg := srv.Config()
-	cfg.Endpoint = proxy.srv.URL
-	faulty, err := objstore.NewS3(context.Background(), cfg, append(srv.Options(), objstore.WithMaxAttempts(2), objstore.WithMaxBackoff(20*time.Millisecond))...)
+	proxy := s3test.NewFaultProxy(t, srv, seed)
+	faulty, err := objstore.NewS3(context.Background(), proxy.Config(), append(srv.Options(), objstore.WithMaxAttempts(2), objstore.WithMaxBackoff(20*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +73,7 @@ func TestUploadThroughFaults(t *testing.T) {
 	}
 	// One more pass without faults removes garbage an injected error may
 	// have left behind a verified upload (its deletion failed).
-	proxy.on.Store(false)
+	proxy.SetFaults(false)
 	cancel()
 	<-done
 	if err := u.Pass(context.Background()); err != nil {
@@ -175,8 +89,8 @@ func TestUploadThroughFaults(t *testing.T) {
 		t.Fatalf("dropped %d local copies, want 7 (3 local stores left with the open one)", len(dropped))
 	}
 	t.Logf("injected: %d 500s, %d 500s after the request, %d slow, %d resets; %d upload failures retried",
-		proxy.fail.Load(), proxy.failAfter.Load(), proxy.slow.Load(), proxy.resets.Load(), int(counter(u.m.failures)))
-	if proxy.fail.Load()+proxy.failAfter.Load()+proxy.resets.Load() == 0 {
+		proxy.Failed.Load(), proxy.FailedAfter.Load(), proxy.Slow.Load(), proxy.Resets.Load(), int(counter(u.m.failures)))
+	if proxy.Failed.Load()+proxy.FailedAfter.Load()+proxy.Resets.Load() == 0 {
 		t.Fatal("no fault was injected")
 	}
 }

@@ -279,6 +279,11 @@ func (u *Uploader) Pass(ctx context.Context) error {
 			if errors.Is(err, storedir.ErrNoSealedStore) {
 				continue // deleted meanwhile
 			}
+			if errors.Is(err, storedir.ErrIndexBehind) {
+				// Sealed a moment ago: its last chunks are being indexed.
+				errs = append(errs, err)
+				continue
+			}
 			u.m.failures.Inc()
 			u.log.Warn("upload failed; it will be retried", "store", storedir.StoreName(id), "err", err)
 			errs = append(errs, err)

@@ -467,3 +467,104 @@ func TestSweepDeletesUnnamedObjects(t *testing.T) {
 	b.Delete(ctx, other)
 	bucketState(t, b, db.Dir()) // every upload intact
 }
+
+// TestLocalLimitsBySizeAndAge: local_max_total_size and local_max_age act
+// too, on verified uploads only, oldest first.
+func TestLocalLimitsBySizeAndAge(t *testing.T) {
+	srv := s3test.Start(t)
+	b := srv.Bucket(t)
+	db := openDB(t, 4)
+	ctx := context.Background()
+	var dropped []uint32
+	now := time.Now()
+	u := newUploader(t, db, b, func(o *Options) {
+		o.DropLocal = func(id uint32, m *objstore.Manifest) error {
+			dropped = append(dropped, id)
+			return db.DeleteSealed(id)
+		}
+		o.Now = func() time.Time { return now }
+	})
+	if err := u.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(dropped) != 0 {
+		t.Fatalf("dropped %v with no limit", dropped)
+	}
+	locals := db.LocalStores()
+	var total int64
+	for _, s := range locals {
+		total += s.Bytes
+	}
+	// A total size that only the newest two stores and the open one fit in.
+	keep := locals[len(locals)-1].Bytes + locals[len(locals)-2].Bytes + locals[len(locals)-3].Bytes
+	u.SetLimits(Limits{MaxTotalSize: keep}, Limits{})
+	if err := u.ApplyLocalLimits(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := []uint32{}
+	for _, s := range locals[:2] {
+		id, _ := storedir.ParseStoreName(s.ID)
+		ids = append(ids, id)
+	}
+	if len(dropped) != 2 || dropped[0] != ids[0] || dropped[1] != ids[1] {
+		t.Fatalf("size limit %d of %d: dropped %v, want %v", keep, total, dropped, ids)
+	}
+	// Age: every span of the workload is older than an hour from a clock
+	// two days ahead; the sealed stores go, the open one stays.
+	now = now.Add(48 * time.Hour)
+	u.SetLimits(Limits{MaxAge: time.Hour}, Limits{})
+	if err := u.ApplyLocalLimits(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(dropped) != 4 || len(db.SealedStores()) != 0 || len(db.LocalStores()) != 1 {
+		t.Fatalf("age limit: dropped %v, %d local stores left", dropped, len(db.LocalStores()))
+	}
+}
+
+// TestUploadedIndexesCoverDataFile: stores sealed by rotation in the
+// middle of a group commit (their last chunks are indexed after the seal)
+// are uploaded with indexes that cover the whole data file, never a
+// checkpoint missing the tail.
+func TestUploadedIndexesCoverDataFile(t *testing.T) {
+	srv := s3test.Start(t)
+	b := srv.Bucket(t)
+	o := storedir.DefaultOptions()
+	o.Sync = storedir.SyncNone
+	o.MinFreeBytes = -1
+	o.MaxStoreSize = 32 << 10
+	o.ChunkTargetSize = 16 << 10
+	db, err := storedir.Open(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	u := newUploader(t, db, b, nil)
+	ctx := context.Background()
+	for i := range 20 {
+		if err := db.Append(ctx, workload.Spans(uint64(500+i), 150)); err != nil {
+			t.Fatal(err)
+		}
+		// Upload at once, as the OnSealed kick does.
+		for _, id := range u.Pending() {
+			if _, err := u.Upload(ctx, id); err != nil && !errors.Is(err, storedir.ErrIndexBehind) {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(u.Pending()) > 0 {
+		if err := u.Pass(ctx); err != nil && !errors.Is(err, storedir.ErrIndexBehind) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending %v", u.Pending())
+		}
+	}
+	got := bucketState(t, b, db.Dir())
+	if len(got) < 4 {
+		t.Fatalf("%d stores uploaded", len(got))
+	}
+	for _, m := range got {
+		checkDownloadedIndex(t, b, m)
+	}
+}

@@ -11,12 +11,18 @@ package s3test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -48,6 +54,10 @@ type Server struct {
 	BucketName string
 	// Root is the posix backend's directory (a bucket is a directory in it).
 	Root string
+	// CAFile is, for a server started by StartTLS, the PEM file of its
+	// self-signed certificate (Config's tls_ca_file).
+	CAFile  string
+	keyFile string
 
 	bin  string
 	addr string
@@ -82,11 +92,25 @@ func moduleRoot() string {
 
 // Start runs a versitygw for t (stopped at t's cleanup) and creates a
 // fresh bucket in it.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, false) }
+
+// StartTLS is Start with the S3 API served over HTTPS, with a self-signed
+// certificate for 127.0.0.1 (CAFile).
+func StartTLS(t testing.TB) *Server { return start(t, true) }
+
+func start(t testing.TB, useTLS bool) *Server {
 	t.Helper()
 	bin := Binary(t)
 	s := &Server{t: t, bin: bin, Root: t.TempDir(), AccessKey: "ztsdtest" + randHex(4), SecretKey: randHex(20),
 		BucketName: "ztsd-" + randHex(6)}
+	scheme := "http://"
+	if useTLS {
+		scheme = "https://"
+		var err error
+		if s.CAFile, s.keyFile, err = selfSigned(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if s.addr, err = freeAddr(); err != nil {
@@ -99,7 +123,7 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("versitygw: %v", err)
 	}
-	s.Endpoint = "http://" + s.addr
+	s.Endpoint = scheme + s.addr
 	t.Cleanup(s.Stop)
 	b := s.Bucket(t).(*objstore.S3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -112,7 +136,11 @@ func Start(t testing.TB) *Server {
 
 // start runs the process and waits until it accepts connections.
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin, "--port", s.addr, "--quiet", "posix", s.Root)
+	args := []string{"--port", s.addr, "--quiet"}
+	if s.CAFile != "" {
+		args = append(args, "--cert", s.CAFile, "--key", s.keyFile)
+	}
+	cmd := exec.Command(s.bin, append(args, "posix", s.Root)...)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	out := &syncWriter{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -192,6 +220,7 @@ func (s *Server) Config() config.ObjectStoreConfig {
 	c.Bucket = s.BucketName
 	c.Region = "us-east-1"
 	c.PathStyle = true
+	c.TLSCAFile = s.CAFile
 	return c
 }
 
@@ -215,6 +244,41 @@ func (s *Server) Bucket(t testing.TB, opts ...objstore.Option) objstore.Bucket {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key.
+func selfSigned(dir string) (certFile, keyFile string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "ztsd test S3"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
 }
 
 func freeAddr() (string, error) {
