@@ -148,6 +148,21 @@ func TestDaemonUploadsSealedStores(t *testing.T) {
 			t.Fatalf("span %d (%s/%s) after its local copy went: %v", i, sent[i].TraceID, sent[i].SpanID, err)
 		}
 	}
+	// local_max_stores changes on SIGHUP: 1 leaves only the open store.
+	d.WriteConfig(tieringConfig(srv, "n1", "local_max_stores = 1"))
+	d.Signal(syscall.SIGHUP)
+	deadline = time.Now().Add(30 * time.Second)
+	for localStoreCount(t, d.DataDir) > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d local stores 30s after SIGHUP set local_max_stores = 1\n%s", localStoreCount(t, d.DataDir), d.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 0; i < len(sent); i += 131 {
+		if _, err := d.Client.GetSpan(context.Background(), sent[i].TraceID, sent[i].SpanID); err != nil {
+			t.Fatalf("span %d after SIGHUP: %v", i, err)
+		}
+	}
 	metrics, err := d.Client.Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
