@@ -542,15 +542,17 @@ func sortAttrs(a trace.Attrs) trace.Attrs {
 	return out
 }
 
-// maxReserved is the most otel.* attributes a span gets (span.kind,
-// status code and message, trace state, links, three dropped counts,
-// source.format).
-const maxReserved = 9
+// usualReserved is how many otel.* attributes a span usually gets
+// (span.kind, status code, source.format); a span with more (status
+// message, trace state, links, dropped counts) may not fit in the arena and
+// gets its own array.
+const usualReserved = 3
 
 // sizeArena makes room in m.arena for the merged attributes of spans, each
-// with shared.
+// with shared: zeroing room for the rarely used reserved attributes of
+// every span cost more than the arena saved.
 func (m *mapper) sizeArena(spans []*tracepb.Span, shared int) {
-	n := len(spans) * (shared + maxReserved)
+	n := len(spans) * (shared + usualReserved)
 	for _, ps := range spans {
 		n += len(ps.GetAttributes())
 	}
