@@ -55,6 +55,9 @@ func (o *openBlock) add(off uint32, r row) {
 	for _, t := range r.texts {
 		o.texts.addOnce(t, off)
 	}
+	if r.valuesInTexts {
+		return
+	}
 	for _, kv := range r.attrs {
 		o.texts.addOnce(kv.Value, off)
 	}
@@ -121,10 +124,48 @@ func (p *postingLists[K]) all(yield func(K, []uint32) bool) {
 	}
 }
 
-// blockPostings are the posting lists of one block being built.
-type blockPostings struct{ postingLists[postKey] }
+// blockPostings are the posting lists of one block being built: those of
+// attribute pairs and those of texts apart, so that each map's key is
+// plain memory hashed in one go (a text's is one word).
+type blockPostings struct {
+	attrs postingLists[KV]
+	words postingLists[uint64]
+}
 
-func newBlockPostings() blockPostings { return blockPostings{newPostingLists[postKey]()} }
+func newBlockPostings() blockPostings {
+	return blockPostings{attrs: newPostingLists[KV](), words: newPostingLists[uint64]()}
+}
+
+// get returns the list of k (nil when there is none).
+func (p *blockPostings) get(k postKey) []uint32 {
+	if k.prefix == prefixText {
+		return p.words.get(k.a)
+	}
+	return p.attrs.get(KV{k.a, k.b})
+}
+
+// set replaces the list of k.
+func (p *blockPostings) set(k postKey, offs []uint32) {
+	if k.prefix == prefixText {
+		p.words.set(k.a, offs)
+		return
+	}
+	p.attrs.set(KV{k.a, k.b}, offs)
+}
+
+// all yields every list with its key, in no particular order.
+func (p *blockPostings) all(yield func(postKey, []uint32) bool) {
+	for kv, offs := range p.attrs.all {
+		if !yield(postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}, offs) {
+			return
+		}
+	}
+	for t, offs := range p.words.all {
+		if !yield(postKey{prefix: prefixText, a: t}, offs) {
+			return
+		}
+	}
+}
 
 // add adds the entry at offset off with row r: one posting per attribute,
 // and one per text that is not also an attribute value of the entry (those
@@ -134,7 +175,7 @@ func newBlockPostings() blockPostings { return blockPostings{newPostingLists[pos
 // attributes looks its texts up in a set of its attribute values.
 func (p *blockPostings) add(off uint32, r row) {
 	for _, kv := range r.attrs {
-		p.postingLists.add(postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}, off)
+		p.attrs.add(kv, off)
 	}
 	isValue := func(t uint64) bool {
 		for _, kv := range r.attrs {
@@ -155,7 +196,7 @@ func (p *blockPostings) add(off uint32, r row) {
 		if isValue(t) {
 			continue
 		}
-		p.postingLists.add(postKey{prefix: prefixText, a: t}, off)
+		p.words.add(t, off)
 	}
 }
 
@@ -185,10 +226,11 @@ func (b *Batch) AddSpan(e SpanEntry) {
 }
 
 // AddDistinctSpan is AddSpan for an entry whose Attrs and Texts hold no
-// repeats (as storedir's interner makes them): the batch keeps the slices
-// as they are, so the caller must not change them until Commit returns.
+// repeats and whose Texts list every attribute value (as storedir's
+// interner makes them): the batch keeps the slices as they are, so the
+// caller must not change them until Commit returns.
 func (b *Batch) AddDistinctSpan(e SpanEntry) {
-	b.add(e, row{attrs: e.Attrs, texts: e.Texts})
+	b.add(e, row{attrs: e.Attrs, texts: e.Texts, valuesInTexts: true})
 }
 
 func (b *Batch) add(e SpanEntry, r row) {

@@ -898,8 +898,9 @@ func TestSearchOpenBlockOnly(t *testing.T) {
 }
 
 // TestAddDistinctSpan fills one index with AddSpan and another with
-// AddDistinctSpan from the same entries, their repeats removed: both
-// answer every query as the model does, and their stats agree.
+// AddDistinctSpan from the same entries, their repeats removed and their
+// attribute values listed among their texts (AddDistinctSpan's contract):
+// both answer every query as the model does, and their stats agree.
 func TestAddDistinctSpan(t *testing.T) {
 	entries := genEntries(31, 300)
 	for i := range entries {
@@ -914,6 +915,11 @@ func TestAddDistinctSpan(t *testing.T) {
 		for _, x := range e.Texts {
 			if !slices.Contains(texts, x) {
 				texts = append(texts, x)
+			}
+		}
+		for _, kv := range attrs {
+			if !slices.Contains(texts, kv.Value) {
+				texts = append(texts, kv.Value)
 			}
 		}
 		e.Attrs, e.Texts = attrs, texts

@@ -513,6 +513,9 @@ func decodeSummary(src []byte, block uint64, blockSize uint32) (blockSummary, er
 type row struct {
 	attrs []KV
 	texts []uint64
+	// valuesInTexts says that texts lists every attribute value too (rows
+	// of AddDistinctSpan; not stored: a row read back says false).
+	valuesInTexts bool
 }
 
 // appendRowsOperand appends an 'r' operand for consecutive block offsets
