@@ -441,3 +441,65 @@ func TestStageResumes(t *testing.T) {
 		t.Fatal("node .. accepted")
 	}
 }
+
+// TestVerifyDeepIndexLag: a store uploaded with its indexes behind its
+// data file (which a local daemon would heal at open, but a bucket never
+// does) fails verify --deep, and recover rebuilds its indexes.
+func TestVerifyDeepIndexLag(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := storedir.DefaultOptions()
+	o.Sync = storedir.SyncNone
+	o.ChunkTargetSize = 4 << 10
+	spans := workload.Spans(8, 300)
+	db, err := storedir.Open(ctx, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Append(ctx, spans[:150]); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Keep the indexes as they are now, covering the first 150 spans.
+	early := t.TempDir()
+	for _, ix := range []string{"meta", "text"} {
+		if err := os.CopyFS(filepath.Join(early, ix), os.DirFS(filepath.Join(storeDir(dir, 0), ix))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if db, err = storedir.Open(ctx, dir, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Append(ctx, spans[150:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ix := range []string{"meta", "text"} {
+		os.RemoveAll(filepath.Join(storeDir(dir, 0), ix))
+		if err := os.Rename(filepath.Join(early, ix), filepath.Join(storeDir(dir, 0), ix)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newMemBucket()
+	uploadAll(t, b, "", "a", dir, 1)
+	rep, err := Verify(ctx, b, "bk", "", VerifyOptions{Deep: true, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || !strings.Contains(problems(rep), "a/000000: uploaded with its indexes behind its data file") {
+		t.Fatalf("index lag in a bucket: %s", problems(rep))
+	}
+	if _, err := Recover(ctx, b, "", discovery.StoreKey{Node: "a", ID: 0}, RecoverOptions{TempDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Verify(ctx, b, "bk", "", VerifyOptions{Deep: true, TempDir: t.TempDir()}); err != nil || !rep.OK {
+		t.Fatalf("after recover: %v %s", err, problems(rep))
+	}
+}

@@ -180,6 +180,9 @@ func storeOfObject(prefix, key string) (discovery.StoreKey, bool) {
 	return discovery.ParseManifestKey("", parts[0]+"/"+parts[1]+"/"+objstore.ManifestName)
 }
 
+// indexLagNote starts recovery's note of an index behind its data file.
+const indexLagNote = "index lag:"
+
 // requiredFiles are the files every uploaded store holds.
 var requiredFiles = []string{"traces.zts", "config.props"}
 
@@ -258,9 +261,6 @@ func verifyStore(ctx context.Context, b objstore.Bucket, prefix string, k discov
 	}
 	if props, err := config.ReadPropsFile(filepath.Join(storeDir, "config.props")); err == nil {
 		if sp, err := config.StorePropsFrom(props); err == nil {
-			if sp.Chunks != m.Chunks {
-				sc.problem("config.props counts %d chunks, the manifest %d", sp.Chunks, m.Chunks)
-			}
 			if cs := fmt.Sprintf("%08x", sp.MasterChecksum); m.MasterChecksum != "" && cs != m.MasterChecksum {
 				sc.problem("config.props has master checksum %s, the manifest %s", cs, m.MasterChecksum)
 			}
@@ -284,6 +284,19 @@ func verifyStore(ctx context.Context, b objstore.Bucket, prefix string, k discov
 	sc.Deep = vr
 	for _, p := range vr.Problems {
 		sc.problem("%s", p)
+	}
+	for _, st := range vr.Stores {
+		if n := st.ChunksOK + int64(st.ChunksBad); n != m.Chunks {
+			sc.problem("the data file holds %d chunks, the manifest says %d", n, m.Chunks)
+		}
+		// A local store's index lag is healed when the daemon opens it;
+		// an uploaded store's indexes are read as they are: lag there
+		// means spans a daemon serving it from the bucket cannot find.
+		for _, note := range st.Notes {
+			if strings.HasPrefix(note, indexLagNote) {
+				sc.problem("uploaded with its indexes behind its data file (never healed in a bucket; ztsctl recover --remote rebuilds them): %s", note)
+			}
+		}
 	}
 	return sc, nil
 }
