@@ -60,7 +60,7 @@ func main() {
 
 type flags struct {
 	configPath, dataDir, socket, listen, logLevel string
-	showVersion                                   bool
+	showVersion, query                            bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -73,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.listen, "listen", "", "optional TCP address for the same API, e.g. 127.0.0.1:7070 (overrides listen)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (overrides log_level)")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&f.query, "query", false, "run as a query node: no local writes, serve every node's stores in [object_store]'s bucket (query_only = true)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -101,6 +102,9 @@ func loadConfig(f flags) (config.Config, error) {
 	}
 	if f.logLevel != "" {
 		cfg.LogLevel = f.logLevel
+	}
+	if f.query {
+		cfg.QueryOnly = true
 	}
 	return cfg, cfg.Validate()
 }
@@ -154,6 +158,8 @@ type daemonState struct {
 	// uploader is what storedir's OnSealed wakes.
 	tiering  *tieringState
 	uploader atomic.Pointer[tiering.Uploader]
+	// query is a query node's bucket and discovery (nil otherwise).
+	query *queryState
 }
 
 func storeOptions(cfg config.Config, log *slog.Logger, obs storedir.Observer) (storedir.Options, error) {
@@ -245,6 +251,11 @@ func (d *daemonState) serve() error {
 			return fmt.Errorf("object_store: %w", err)
 		}
 	}
+	if d.cfg.QueryOnly {
+		if err := d.openQueryBucket(ctx, &opts); err != nil {
+			return fmt.Errorf("object_store: %w", err)
+		}
+	}
 	t0 := time.Now()
 	d.db, err = storedir.Open(ctx, d.cfg.DataDir, opts)
 	if err != nil {
@@ -260,6 +271,10 @@ func (d *daemonState) serve() error {
 			return fmt.Errorf("object_store: %w", err)
 		}
 		defer d.stopTiering()
+	}
+	if d.query != nil {
+		d.startQuery()
+		defer d.stopQuery()
 	}
 
 	// The memory budget starts with what the daemon holds once its stores
@@ -296,8 +311,11 @@ func (d *daemonState) serve() error {
 		routes = append(routes, ui.Routes()...)
 	}
 	d.srv = server.New(d.db, server.Options{Limits: serverLimits(d.cfg), Access: access(d.cfg), Logger: d.log, Metrics: metrics,
-		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt), Routes: routes, Budget: d.budget})
-	if d.cfg.OTLPGRPCListen != "" {
+		Zorka: sessions, OTLP: otlp.NewHTTPHandler(counted, otlpOpt), Routes: routes, Budget: d.budget,
+		QueryOnly: d.cfg.QueryOnly, RemoteStores: d.remoteStoreCount()})
+	if d.cfg.OTLPGRPCListen != "" && d.cfg.QueryOnly {
+		d.log.Warn("query node: otlp_grpc_listen is not opened (writes go to an ingesting node)", "otlp_grpc_listen", d.cfg.OTLPGRPCListen)
+	} else if d.cfg.OTLPGRPCListen != "" {
 		gl, err := listenGRPC(d.cfg.OTLPGRPCListen)
 		if err != nil {
 			return err
@@ -390,6 +408,7 @@ func (d *daemonState) shutdown(httpSrv *http.Server) {
 		d.log.Warn("in-flight requests did not finish in time", "err", err)
 	}
 	d.stopTiering()
+	d.stopQuery()
 	if err := d.db.Close(); err != nil {
 		d.log.Error("closing stores", "err", err)
 	}
@@ -419,10 +438,15 @@ func (d *daemonState) reload() {
 	d.conns.SetMax(next.Limits.MaxConnections)
 	d.budget.SetLimit(int64(next.Limits.MemoryBudget))
 	debug.SetMemoryLimit(int64(next.Limits.MemoryBudget))
-	if d.tiering != nil && d.tiering.up != nil {
+	switch {
+	case d.tiering != nil && d.tiering.up != nil:
 		d.tiering.up.SetLimits(localLimits(next), retentionLimits(next))
-	} else if err := d.db.SetRetention(retention(next)); err != nil {
-		d.log.Error("reload: applying retention", "err", err)
+	case d.query != nil:
+		// A query node deletes nothing: [retention] is the ingesting nodes'.
+	default:
+		if err := d.db.SetRetention(retention(next)); err != nil {
+			d.log.Error("reload: applying retention", "err", err)
+		}
 	}
 	live := next
 	// Of [object_store], the local_max_* limits change live.
