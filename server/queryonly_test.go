@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,6 +51,9 @@ func TestQueryOnlyRefusesWrites(t *testing.T) {
 		}
 	}
 	checkNothingStored(t, db)
+	if st, code := StatusOf(fmt.Errorf("append: %w", storedir.ErrQueryOnly)); st != http.StatusForbidden || code != "query_only" {
+		t.Fatalf("StatusOf(ErrQueryOnly) = %d %s", st, code)
+	}
 
 	rec := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))

@@ -334,6 +334,8 @@ func StatusOf(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, "too_large"
 	case errors.Is(err, storedir.ErrNotFound):
 		return http.StatusNotFound, "not_found"
+	case errors.Is(err, storedir.ErrQueryOnly):
+		return http.StatusForbidden, "query_only"
 	case errors.Is(err, storedir.ErrInvalid), errors.Is(err, storedir.ErrBadCursor):
 		return http.StatusBadRequest, "bad_request"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
