@@ -436,15 +436,23 @@ func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
 	}
 	defer ix.release()
 	key := traceKey(nil, traceID)
-	v, closer, err := ix.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
+	// A point lookup through every level's bloom filter (DB.Get skips the
+	// last level's): a get-by-id asks every store, and in the stores
+	// without the trace a skipped filter costs reading and decompressing
+	// a data block of the last level.
+	r, err := kv.NewPointReader(ix.db)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: trace %x: %w", ix.dir, traceID, err)
 	}
+	defer r.Close()
+	v, ok, err := r.Get(key)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: trace %x: %w", ix.dir, traceID, err)
+	}
+	if !ok {
+		return nil, nil
+	}
 	recs, err := decodeTraceValue(v, traceID, nil)
-	closer.Close()
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ix.dir, err)
 	}
