@@ -507,9 +507,11 @@ func (r *runner) ingestPhase(ctx context.Context, name string, gen *Generator, f
 				req.records += int(sp.Recs)
 			}
 			var err error
-			if format == FormatCBOR {
+			switch {
+			case main && cfg.Existing: // nothing is sent
+			case format == FormatCBOR:
 				req.body, err = enc.Encode(nil, batch)
-			} else {
+			default:
 				req.body, err = encodeJSONLines(batch)
 			}
 			if err != nil {
@@ -519,7 +521,7 @@ func (r *runner) ingestPhase(ctx context.Context, name string, gen *Generator, f
 				r.bodies = append(r.bodies, req.body)
 			}
 			reqs = append(reqs, req)
-			roundBytes += int64(len(req.body))
+			roundBytes += int64(len(req.body)) + 1 // +1: an existing store's rounds are bounded too
 			spansSent += req.spans
 		}
 		round++

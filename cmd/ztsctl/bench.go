@@ -125,6 +125,7 @@ CPU time per span (utime+stime from /proc; a running daemon needs
 	f.IntVar(&cfg.ProfileSeconds, "profile-seconds", 30, "length of each daemon CPU profile")
 	f.Uint64Var(&cfg.Workload.Seed, "seed", 1, "workload seed: equal seeds send equal traffic")
 	f.IntVar(&cfg.Spans, "spans", 200_000, "spans to ingest")
+	f.BoolVar(&cfg.Workload.SpansOnly, "spans-only", false, "spans of the OTLP shape: one root record each, no nested method calls")
 	f.IntVar(&cfg.Clients, "clients", 8, "concurrent ingest clients")
 	f.IntVar(&cfg.BatchSpans, "batch", 500, "spans per ingest request")
 	f.StringVar(&cfg.Format, "format", bench.FormatCBOR, "ingest body format: cbor (application/cbor) or json (Trace JSON lines)")
