@@ -81,6 +81,9 @@ type Options struct {
 	// is written there): what a read-only start on a full disk uses for a
 	// store whose index on disk lags its data file.
 	InMemory bool
+	// BulkLoad builds a new index in one go (see kv.OpenOptions.BulkLoad):
+	// the writer calls Compact when it is done.
+	BulkLoad bool
 }
 
 // Index is an open metadata index. Its methods are safe for concurrent use
@@ -141,7 +144,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.TraceCacheEntries <= 0 {
 		opt.TraceCacheEntries = 1 << 16
 	}
-	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory})
+	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
 	if errors.Is(err, kv.ErrNoDB) {
 		return nil, fmt.Errorf("index %s: %w", dir, ErrNoIndex)
 	}

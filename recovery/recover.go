@@ -630,7 +630,9 @@ func (r *storeRecovery) writeProps() error {
 
 // builder builds both indexes of a store into the .rebuild directories.
 // It indexes chunks in batches (storedir.IndexChunks: one commit per index
-// per batch), cutting a batch at a gap between good chunks.
+// per batch), cutting a batch at a gap between good chunks. The indexes
+// are opened for a bulk load (no automatic compactions, large memtables)
+// and compacted once at the end (finish).
 type builder struct {
 	metaDir, textDir string
 	meta             *index.Index
@@ -652,10 +654,10 @@ func newBuilder(storeDir string) (*builder, error) {
 		}
 	}
 	var err error
-	if b.meta, err = index.Open(b.metaDir, index.Options{}); err != nil {
+	if b.meta, err = index.Open(b.metaDir, index.Options{BulkLoad: true}); err != nil {
 		return nil, fmt.Errorf("create %s: %w", b.metaDir, err)
 	}
-	if b.text, err = textindex.Open(b.textDir, textindex.Options{}); err != nil {
+	if b.text, err = textindex.Open(b.textDir, textindex.Options{BulkLoad: true}); err != nil {
 		b.meta.Close()
 		return nil, fmt.Errorf("create %s: %w", b.textDir, err)
 	}
@@ -704,6 +706,15 @@ func (b *builder) finish(end int64) error {
 	tb.SetWatermark(end)
 	if err := tb.Commit(); err != nil {
 		return fmt.Errorf("%s: watermark: %w", b.textDir, err)
+	}
+	// Opened for a bulk load, the indexes compact nothing by themselves:
+	// one compaction each, in parallel, writes every key once into the
+	// layout the daemon reads.
+	textErr := make(chan error, 1)
+	go func() { textErr <- b.text.Compact() }()
+	metaErr := b.meta.Compact()
+	if err := errors.Join(metaErr, <-textErr); err != nil {
+		return err
 	}
 	st := b.meta.Stats()
 	b.spans, b.traces = int64(st.Spans), int64(st.Traces)

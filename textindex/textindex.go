@@ -68,6 +68,9 @@ type Options struct {
 	// is written there): what a read-only start on a full disk uses for a
 	// store whose index on disk lags its data file.
 	InMemory bool
+	// BulkLoad builds a new index in one go (see kv.OpenOptions.BulkLoad):
+	// the writer calls Compact when it is done.
+	BulkLoad bool
 }
 
 // Index is an open text index. Its methods are safe for concurrent use by
@@ -110,7 +113,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.CacheEntries <= 0 {
 		opt.CacheEntries = 1 << 16
 	}
-	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory})
+	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
 	if errors.Is(err, kv.ErrNoDB) {
 		return nil, fmt.Errorf("text index %s: %w", dir, ErrNoIndex)
 	}

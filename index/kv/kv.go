@@ -287,7 +287,17 @@ type OpenOptions struct {
 	// only names it): a read-only start on a full disk indexes the stores
 	// whose indexes on disk lag their data files this way.
 	InMemory bool
+	// BulkLoad opens a new database that one writer fills in one go and
+	// then compacts once (`ztsctl recover`'s rebuild): bulkMemTableBytes
+	// memtables and no automatic compactions, so each flushed table stays
+	// in L0 until the writer's final Compact rewrites every key once,
+	// instead of the rewrites level by level that automatic compactions
+	// do while the database grows.
+	BulkLoad bool
 }
+
+// bulkMemTableBytes is the memtable size of a BulkLoad database.
+const bulkMemTableBytes = 64 << 20
 
 // Open opens the Pebble database of one index in dir with Options: the one
 // place both of a store's indexes (meta/ and text/) are opened.
@@ -316,6 +326,21 @@ func Open(dir string, o OpenOptions) (*pebble.DB, error) {
 		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	if o.BulkLoad {
+		cache := pebble.NewCache(o.CacheBytes + bulkMemTableBytes*maxMemTables)
+		defer cache.Unref()
+		po := Options(cache, o.Merger, o.Logf)
+		po.MemTableSize = bulkMemTableBytes
+		po.DisableAutomaticCompactions = true
+		// Nothing compacts L0 until the writer's Compact: never stall on it.
+		po.L0CompactionThreshold = 1 << 20
+		po.L0StopWritesThreshold = 1 << 20
+		db, err := pebble.Open(dir, po)
+		if err != nil {
+			return nil, fmt.Errorf("open for a bulk load: %w", err)
+		}
+		return db, nil
 	}
 	cache := NewCache(o.CacheBytes)
 	defer cache.Unref()

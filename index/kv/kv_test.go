@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -112,4 +113,60 @@ func TestOpenReadOnlyMissing(t *testing.T) {
 
 func testMerger() *pebble.Merger {
 	return NewMerger("test.concat", func(_ byte, all []byte, _ int) ([]byte, bool) { return all, true })
+}
+
+// TestBulkLoadDefersCompaction: a database opened for a bulk load keeps
+// every flushed table in L0 (no automatic compaction, no write stall)
+// until the writer compacts it, and its keys read back the same; a normal
+// one compacts L0 on its own past L0CompactionThreshold.
+func TestBulkLoadDefersCompaction(t *testing.T) {
+	fill := func(db *pebble.DB) {
+		val := bytes.Repeat([]byte("v"), 100)
+		for f := 0; f < 8; f++ {
+			var b Batch
+			for i := 0; i < 200; i++ {
+				b.Set([]byte{byte(i), byte(f)}, val) // every table spans the key space
+			}
+			if err := b.Commit(db); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bulk, err := Open(t.TempDir(), OpenOptions{Merger: NewMerger("test.concat", nil), BulkLoad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bulk.Close()
+	fill(bulk)
+	if n := bulk.Metrics().Levels[0].NumFiles; n != 8 {
+		t.Fatalf("bulk load: %d tables in L0 after 8 flushes, want 8 (nothing compacted)", n)
+	}
+	if err := bulk.Compact([]byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := bulk.Metrics().Levels[0].NumFiles; n != 0 {
+		t.Fatalf("bulk load: %d tables in L0 after Compact", n)
+	}
+	v, closer, err := bulk.Get([]byte{199, 7})
+	if err != nil || len(v) != 100 {
+		t.Fatalf("get after compaction: %d bytes, %v", len(v), err)
+	}
+	closer.Close()
+
+	normal, err := Open(t.TempDir(), OpenOptions{Merger: NewMerger("test.concat", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer normal.Close()
+	fill(normal)
+	deadline := time.Now().Add(10 * time.Second)
+	for normal.Metrics().Levels[0].NumFiles >= 8 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := normal.Metrics().Levels[0].NumFiles; n >= 8 {
+		t.Fatalf("normal open: %d tables still in L0: automatic compaction did not run", n)
+	}
 }
