@@ -2,6 +2,7 @@ package storedir
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -58,6 +59,7 @@ func TestRestartServesWhileCatchingUp(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
 	o.syncCatchUp = -1
+	o.catchUpBatch = 100
 	o.replayed = func(int64) {
 		select {
 		case held <- struct{}{}:
@@ -195,6 +197,7 @@ func TestCloseDuringCatchUp(t *testing.T) {
 	old := genWorkload(95, 3000)
 	dir := lagIndexes(t, o, old)
 	o.syncCatchUp = -1
+	o.catchUpBatch = 100
 	stop := make(chan struct{})
 	reached := make(chan struct{})
 	var once bool
@@ -231,4 +234,54 @@ func TestCloseDuringCatchUp(t *testing.T) {
 		t.Fatalf("the catch-up after a close started at %d, before the checkpoints the first one made", logs.from)
 	}
 	checkGets(t, db, old, 7)
+}
+
+// BenchmarkCatchUp re-indexes, on open, a store of about 8 MiB of data
+// file written by requests of 100 spans (SetBytes: the data file) whose
+// indexes were lost; it reports the CPU time per MB (every goroutine).
+func BenchmarkCatchUp(b *testing.B) {
+	dir := b.TempDir()
+	o := DefaultOptions()
+	o.Sync = SyncNone
+	o.MaxStoreSize = 1 << 30
+	db := openTestDB(b, dir, o)
+	data := filepath.Join(dir, StoreName(0), dataFile)
+	for seed := uint64(1); ; seed++ {
+		appendAll(b, db, genWorkload(seed, 10_000), 100)
+		if fi, err := os.Stat(data); err == nil && fi.Size() >= 8<<20 {
+			break
+		}
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	sd := filepath.Join(dir, StoreName(0))
+	fi, err := os.Stat(filepath.Join(sd, dataFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.syncCatchUp = 1 << 40 // measured in Open
+	// batch=1 indexes chunk by chunk (one commit per chunk), as catchUp
+	// did before it batched.
+	for _, batch := range []int{1, catchUpBatchSpans} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			o.catchUpBatch = batch
+			b.SetBytes(fi.Size())
+			var cpu time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for _, d := range []string{metaDir, textDir} {
+					os.RemoveAll(filepath.Join(sd, d))
+				}
+				c0 := processCPU()
+				b.StartTimer()
+				db := openTestDB(b, dir, o)
+				b.StopTimer()
+				cpu += processCPU() - c0
+				db.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(cpu.Seconds()*1e3/float64(b.N)/(float64(fi.Size())/1e6), "cpu-ms/MB")
+		})
+	}
 }

@@ -106,8 +106,9 @@ type Options struct {
 	// replayCheckpoint and replayed: see storeOptions (tests only).
 	replayCheckpoint int64
 	replayed         func(next int64)
-	// syncCatchUp: see storeOptions (tests only).
-	syncCatchUp int64
+	// syncCatchUp, catchUpBatch: see storeOptions (tests only).
+	syncCatchUp  int64
+	catchUpBatch int
 }
 
 // Observer is told about each group commit (for metrics).
@@ -276,7 +277,7 @@ func unlockDir(f *os.File) {
 func (db *DB) storeOptions() storeOptions {
 	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now,
 		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed, readOnly: db.readOnly != "",
-		maxStoreSize: db.opt.MaxStoreSize, syncCatchUp: db.opt.syncCatchUp}
+		maxStoreSize: db.opt.MaxStoreSize, syncCatchUp: db.opt.syncCatchUp, catchUpBatch: db.opt.catchUpBatch}
 }
 
 func (db *DB) openStores(ctx context.Context) error {

@@ -145,6 +145,9 @@ type storeOptions struct {
 	// background (syncCatchUpBytes unless a test sets it; negative: every
 	// lag goes to the background).
 	syncCatchUp int64
+	// catchUpBatch is how many spans catchUp indexes per batch at most
+	// (catchUpBatchSpans unless a test sets it).
+	catchUpBatch int
 }
 
 // replayCheckpointBytes is how much of the data file catchUp re-indexes
@@ -153,6 +156,10 @@ type storeOptions struct {
 // A flush every 32 MiB bounds what a second crash costs to about that much
 // re-indexing (a fraction of a second) for a few flushes per GiB.
 const replayCheckpointBytes = 32 << 20
+
+// catchUpBatchSpans is how many spans catchUp indexes in one batch (one
+// commit per index) at most, as `ztsctl recover` does.
+const catchUpBatchSpans = 16 << 10
 
 // createStore makes a new, empty store directory.
 func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
@@ -437,6 +444,34 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 	indexed, checkpoints := 0, 0
 	lastCheckpoint := from
 	var tail *chunk.BadRegion
+	// Consecutive chunks are indexed together (IndexChunks: one commit per
+	// index per batch, the entries and text ids those of chunk by chunk):
+	// a batch ends at a gap (a chunk skipped), where the indexes that are
+	// behind change, at batchSpans spans, and before a checkpoint.
+	batchSpans := opt.catchUpBatch
+	if batchSpans <= 0 {
+		batchSpans = catchUpBatchSpans
+	}
+	var pending []ChunkSpans
+	var pendingMeta, pendingText bool
+	nspans := 0
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		if err := s.indexChunksFor(pending, pendingMeta, pendingText); err != nil {
+			return err
+		}
+		indexed += len(pending)
+		if opt.replayed != nil {
+			for _, c := range pending {
+				opt.replayed(c.Next)
+			}
+		}
+		clear(pending)
+		pending, nspans = pending[:0], 0
+		return nil
+	}
 	for sc.Next() {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -447,11 +482,22 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 			s.log.Error("chunk payload does not decode; skipping it (run `ztsctl verify`)", "offset", off, "err", err)
 			continue
 		}
-		if err := s.indexChunk(off, sc.Offset(), spans, off >= metaWM, off >= textWM); err != nil {
-			return err
+		doMeta, doText := off >= metaWM, off >= textWM
+		if n := len(pending); n > 0 && (pending[n-1].Next != off || doMeta != pendingMeta || doText != pendingText) {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
-		indexed++
-		if sc.Offset()-lastCheckpoint >= checkpoint {
+		pending = append(pending, ChunkSpans{Off: off, Next: sc.Offset(), Spans: spans})
+		pendingMeta, pendingText = doMeta, doText
+		nspans += len(spans)
+		atCheckpoint := sc.Offset()-lastCheckpoint >= checkpoint
+		if nspans >= batchSpans || atCheckpoint {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if atCheckpoint {
 			// Checkpoint: the watermarks committed with these chunks
 			// reach the disk.
 			if err := s.flushIndexes(); err != nil {
@@ -460,9 +506,9 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 			lastCheckpoint = sc.Offset()
 			checkpoints++
 		}
-		if opt.replayed != nil {
-			opt.replayed(sc.Offset())
-		}
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("store %s: scan from %d: %w", s.dir, from, err)
@@ -512,24 +558,19 @@ func (s *Store) setWatermarks(off int64) error {
 	return nil
 }
 
-// indexChunk adds the spans of the chunk at off (ending at next) to the
-// indexes that are behind it and updates the store's counters.
-func (s *Store) indexChunk(off, next int64, spans []*trace.Span, doMeta, doText bool) error {
-	s.filterIndexed(spans) // before the entries can be found
-	if err := IndexChunk(s.meta, s.text, off, next, spans, doMeta, doText); err != nil {
-		return fmt.Errorf("store %s: %w", s.dir, err)
-	}
-	s.counted(spans, 1)
-	return nil
-}
-
 // indexChunks adds consecutive chunks written by one group commit to both
 // indexes in one batch each (IndexChunks) and updates the counters.
 func (s *Store) indexChunks(chunks []ChunkSpans) error {
+	return s.indexChunksFor(chunks, true, true)
+}
+
+// indexChunksFor is indexChunks into the indexes that are behind the
+// chunks (doMeta, doText: see IndexChunks), for the re-indexing on open.
+func (s *Store) indexChunksFor(chunks []ChunkSpans, doMeta, doText bool) error {
 	for _, c := range chunks {
 		s.filterIndexed(c.Spans) // before the entries can be found
 	}
-	if err := IndexChunks(s.meta, s.text, chunks, true, true); err != nil {
+	if err := IndexChunks(s.meta, s.text, chunks, doMeta, doText); err != nil {
 		return fmt.Errorf("store %s: %w", s.dir, err)
 	}
 	for _, c := range chunks {
