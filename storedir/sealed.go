@@ -24,7 +24,8 @@ import (
 var ErrIndexBehind = errors.New("the store's indexes do not cover its data file yet")
 
 // ErrNoSealedStore is returned for an id that is not a sealed store served
-// from the data directory.
+// from the data directory (or is one still catching up: its indexes do not
+// cover its data file yet).
 var ErrNoSealedStore = errors.New("no sealed local store")
 
 // SealedStores lists the ids of the sealed stores served from the data
@@ -35,7 +36,9 @@ func (db *DB) SealedStores() []uint32 {
 	db.mu.RUnlock()
 	var ids []uint32
 	for _, s := range stores {
-		if s.Sealed() {
+		// A store still catching up (startCatchUp) is listed once its
+		// indexes cover its data file: a copy would carry partial ones.
+		if s.Sealed() && !s.catching.Load() {
 			ids = append(ids, s.id)
 		}
 	}
@@ -102,7 +105,7 @@ func (db *DB) CopySealed(id uint32, dest string) (*SealedCopy, error) {
 		return nil, fmt.Errorf("store %s: %w", StoreName(id), ErrNoSealedStore)
 	}
 	defer s.refs.RUnlock()
-	if !s.Sealed() || s.data == nil {
+	if !s.Sealed() || s.data == nil || s.catching.Load() {
 		return nil, fmt.Errorf("store %s: %w", StoreName(id), ErrNoSealedStore)
 	}
 	// The indexes run without a WAL: a checkpoint holds only what was
