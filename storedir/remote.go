@@ -297,6 +297,20 @@ func (db *DB) DropLocalCopy(id uint32, m *objstore.Manifest) error {
 	if db.opt.Remote.Node != "" && m.Node != db.opt.Remote.Node {
 		return fmt.Errorf("drop local copy of store %s: the manifest is node %q's, this node is %q", StoreName(id), m.Node, db.opt.Remote.Node)
 	}
+	// The bucket is read before retMu is taken: a slow bucket must not
+	// hold up rotation (the committer).
+	ctx, cancel := context.WithTimeout(db.bg.ctx, remoteOpTimeout)
+	defer cancel()
+	s, err := db.newRemoteStore(ctx, b, m, true)
+	if err != nil {
+		return fmt.Errorf("drop local copy of store %s: %w", StoreName(id), err)
+	}
+	installed := false
+	defer func() {
+		if !installed {
+			db.closeRemoteStore(s)
+		}
+	}()
 	db.retMu.Lock() // no rotation or retention meanwhile
 	defer db.retMu.Unlock()
 	db.mu.RLock()
@@ -320,21 +334,15 @@ func (db *DB) DropLocalCopy(id uint32, m *objstore.Manifest) error {
 	if m.MasterChecksum != "" && !strings.EqualFold(m.MasterChecksum, master) {
 		return fmt.Errorf("drop local copy of store %s: the manifest's master checksum %s is not the local %s", StoreName(id), m.MasterChecksum, master)
 	}
-	ctx, cancel := context.WithTimeout(db.bg.ctx, remoteOpTimeout)
-	defer cancel()
-	s, err := db.newRemoteStore(ctx, b, m, true)
-	if err != nil {
-		return fmt.Errorf("drop local copy of store %s: %w", StoreName(id), err)
-	}
 	if local.superseded.Load() {
 		s.superseded.Store(true)
 	}
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()
-		db.closeRemoteStore(s)
 		return ErrClosed
 	}
+	installed = true
 	for i, x := range db.stores {
 		if x == local {
 			db.stores = append(db.stores[:i:i], db.stores[i+1:]...)
@@ -690,26 +698,20 @@ func (db *DB) remoteReadyForTrace(ctx context.Context, s *Store, id trace.TraceI
 }
 
 // remoteReadyForWrite is Append's duplicate check of a remote store: only
-// a store with a trace filter is looked at (a write must not download the
-// indexes of every remote store), and a bucket failure leaves it out
-// rather than failing the write.
+// a store whose trace filter may hold id is looked at (storeTraceRefs: a
+// write must not download the indexes of every remote store), and a
+// bucket failure leaves the store out rather than failing the write.
 func (db *DB) remoteReadyForWrite(ctx context.Context, s *Store, id trace.TraceID) bool {
 	r := s.remote
 	if r == nil {
 		return true
 	}
 	f, err := r.aid(ctx)
-	if err == nil && (f == nil || !f.mayContain(id)) {
-		return false
-	}
-	if err == nil {
-		err = db.remoteReady(ctx, s)
-	}
 	if err != nil {
 		db.log.Warn("duplicate check: remote store left out", "store", s.name(), "err", err)
 		return false
 	}
-	return true
+	return f != nil && f.mayContain(id)
 }
 
 // remoteReadyForRange returns the stores of a snapshot a search over

@@ -185,7 +185,7 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 			if !s.mayHoldTrace(tid) || !db.remoteReadyForWrite(ctx, s, tid) {
 				continue
 			}
-			refs, err := s.meta.TraceSpans(tid)
+			refs, err := db.storeTraceRefs(ctx, s, tid, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(tid) }, nil)
 			if err != nil {
 				// An unreadable index entry: the span is stored again
 				// (at worst a duplicate version, listed once by search
