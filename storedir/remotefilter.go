@@ -81,6 +81,9 @@ func (db *DB) TraceFilter(ctx context.Context, id uint32) (filter, dir []byte, e
 	if !s.Sealed() || s.catching.Load() {
 		return nil, nil, fmt.Errorf("trace filter of store %s: the store is not sealed, or its indexes are still catching up", StoreName(id))
 	}
+	if !s.indexesCover(s.data.Size()) {
+		return nil, nil, fmt.Errorf("trace filter of store %s: %w", StoreName(id), ErrIndexBehind)
+	}
 	return buildTraceFilter(ctx, s.meta, s.data.Path(), s.data.Size(), s.data.Options())
 }
 
