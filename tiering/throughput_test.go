@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,7 +56,9 @@ func TestUploadThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("store written in %v", time.Since(t0).Round(time.Millisecond))
-	u := newUploader(t, db, b, nil)
+	u := newUploader(t, db, b, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	})
 	id := db.SealedStores()[0]
 	t1 := time.Now()
 	m, err := u.Upload(ctx, id)
@@ -91,3 +94,7 @@ func TestUploadThroughput(t *testing.T) {
 	t.Logf("data file alone: SHA-256 %.1f MB/s; PUT with SHA-256 check %.1f MB/s (%v)", float64(size)/1e6/hashTook.Seconds(),
 		float64(size)/1e6/putTook.Seconds(), putTook.Round(time.Millisecond))
 }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

@@ -371,6 +371,7 @@ func (u *Uploader) Upload(ctx context.Context, id uint32) (*objstore.Manifest, e
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	copied := u.opt.Now()
 	name := storedir.StoreName(id)
 	m := &objstore.Manifest{Version: objstore.ManifestVersion, Node: u.opt.Node, Store: id, Generation: gen,
 		FirstNS: c.FirstNS, LastNS: c.LastNS, Spans: c.Spans, Chunks: c.Chunks, MasterChecksum: c.MasterChecksum}
@@ -382,6 +383,7 @@ func (u *Uploader) Upload(ctx context.Context, id uint32) (*objstore.Manifest, e
 		m.Files = append(m.Files, objstore.ManifestFile{Path: f, Size: size, SHA256: hex.EncodeToString(sum)})
 	}
 	mkey := objstore.ManifestKey(u.opt.Prefix, u.opt.Node, id)
+	hashed := u.opt.Now()
 
 	// An earlier run may have written the manifest and died before the
 	// marker: adopt that upload rather than making the store visible twice.
@@ -430,7 +432,8 @@ func (u *Uploader) Upload(ctx context.Context, id uint32) (*objstore.Manifest, e
 	u.m.stores.Inc()
 	took := u.opt.Now().Sub(start)
 	u.log.Info("store uploaded", "store", name, "generation", gen, "files", len(m.Files), "bytes", total,
-		"took", took.Round(time.Millisecond), "mb_per_s", fmt.Sprintf("%.1f", float64(total)/1e6/max(took.Seconds(), 1e-6)))
+		"took", took.Round(time.Millisecond), "mb_per_s", fmt.Sprintf("%.1f", float64(total)/1e6/max(took.Seconds(), 1e-6)),
+		"copy", copied.Sub(start).Round(time.Millisecond), "sha256", hashed.Sub(copied).Round(time.Millisecond))
 	return m, nil
 }
 
