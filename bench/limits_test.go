@@ -104,7 +104,7 @@ func TestMeasureSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Space{Stores: 2, DataBytes: wantData, MetaBytes: 2000, TextBytes: 600, OtherBytes: 20 + 2 + 5,
-		TotalBytes: wantData + 2000 + 600 + 27, Chunks: 6, PayloadBytes: wantPayload}
+		TotalBytes: wantData + 2000 + 600 + 27, Chunks: 6, Spans: 6 * 500, PayloadBytes: wantPayload}
 	got := sp
 	got.StoredBytes = 0
 	if got != want {

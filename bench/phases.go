@@ -238,5 +238,46 @@ func (r *runner) spanSpace(ctx context.Context) error {
 	r.rep.SpanSpace = sp
 	r.rep.SpanSpaceSpans = ph.Spans
 	r.rep.SpanSpaceBytesPerSpan = div(float64(sp.TotalBytes), float64(ph.Spans))
+	r.rep.SpanSpaceOf = "six-attribute spans with one root record each, sent as CBOR"
+	return nil
+}
+
+// otlp runs the OTLP load over OTLP/gRPC and OTLP/HTTP, each against a
+// daemon of its own, and measures the bytes on disk per span of the
+// OTLP/gRPC daemon's store.
+func (r *runner) otlp(ctx context.Context) error {
+	cfg := r.cfg
+	for _, proto := range []string{OTLPGRPC, OTLPHTTP} {
+		work, err := os.MkdirTemp(cfg.WorkDir, "otlp-")
+		if err != nil {
+			return err
+		}
+		data := filepath.Join(work, "data")
+		rep, err := RunOTLP(ctx, OTLPConfig{Protocol: proto, ZtsdPath: cfg.ZtsdPath, WorkDir: work, DataDir: data, Keep: true,
+			Sync: cfg.Sync, ExtraConfig: cfg.ExtraConfig, Senders: cfg.OTLPSenders, Duration: cfg.OTLPFor,
+			Seed: cfg.Workload.Seed, Progress: cfg.Progress})
+		if err != nil {
+			os.RemoveAll(work)
+			return fmt.Errorf("OTLP/%s: %w", proto, err)
+		}
+		r.rep.OTLP = append(r.rep.OTLP, OTLPResult{Protocol: proto, Spans: rep.Spans, Seconds: rep.Seconds, SpansPerS: rep.SpansPerS,
+			DaemonCPUUsPerSpan: rep.DaemonCPUUsPerSpan, RequestP50Ms: rep.RequestP50, RequestP99Ms: rep.RequestP99})
+		for _, n := range rep.Notes {
+			r.rep.Notes = append(r.rep.Notes, "OTLP/"+proto+": "+n)
+		}
+		if proto == OTLPGRPC {
+			sp, _, err := MeasureSpace(data, 0)
+			if err != nil {
+				os.RemoveAll(work)
+				return fmt.Errorf("OTLP/%s store: %w", proto, err)
+			}
+			// The store holds the warm-up's spans too: count them all.
+			spans := sp.Spans
+			r.rep.SpanSpace, r.rep.SpanSpaceSpans = sp, spans
+			r.rep.SpanSpaceBytesPerSpan = div(float64(sp.TotalBytes), float64(spans))
+			r.rep.SpanSpaceOf = "the OTLP/gRPC load's store"
+		}
+		os.RemoveAll(work)
+	}
 	return nil
 }

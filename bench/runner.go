@@ -79,6 +79,13 @@ type Config struct {
 	// after the read phases (timed until /healthz answers and until the
 	// last span acknowledged is read).
 	SkipRestart bool
+	// OTLPFor is the measured length of each OTLP load (RunOTLP, issue
+	// 19's load: OTLPSenders senders, requests of 10 traces × 10 spans of
+	// six attributes), over OTLP/gRPC and then OTLP/HTTP, each on a daemon
+	// of its own (default 20 s; negative: skipped). Needs ZtsdPath. The
+	// OTLP/gRPC daemon's data directory gives the bytes per span.
+	OTLPFor     time.Duration
+	OTLPSenders int
 	// SpaceSpans spans of the OTLP shape (six attributes, one root record,
 	// no nested method calls) are stored by a daemon of their own for the
 	// bytes on disk per span (default 200,000; negative: skipped). Needs
@@ -160,6 +167,9 @@ func (c *Config) fill() error {
 	}
 	if c.UnbatchedFor == 0 {
 		c.UnbatchedFor = 10 * time.Second
+	}
+	if c.OTLPFor == 0 {
+		c.OTLPFor = 20 * time.Second
 	}
 	if c.SpaceSpans == 0 {
 		c.SpaceSpans = 200_000
@@ -330,7 +340,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("recover: %w", err)
 		}
 	}
-	if cfg.SpaceSpans > 0 && cfg.ZtsdPath != "" {
+	if cfg.OTLPFor > 0 && cfg.ZtsdPath != "" {
+		if err := r.otlp(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SpaceSpans > 0 && cfg.ZtsdPath != "" && r.rep.SpanSpaceSpans == 0 {
 		if err := r.spanSpace(ctx); err != nil {
 			return nil, fmt.Errorf("space per span: %w", err)
 		}

@@ -34,7 +34,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := Config{ZtsdPath: bin, WorkDir: work, Keep: true, Pprof: true, ProfileDir: filepath.Join(work, "prof"), ProfileSeconds: 1,
 		Workload: Workload{Seed: 5}, Spans: 3000, Clients: 4, BatchSpans: 200, Gets: 300, Searches: 20,
 		ProbeBytes: 2 << 20, FsyncFor: 50 * time.Millisecond, LZ4For: 20 * time.Millisecond,
-		UnbatchedFor: 300 * time.Millisecond, SpaceSpans: 2000, KeySpace: true,
+		UnbatchedFor: 300 * time.Millisecond, SpaceSpans: 2000, KeySpace: true, OTLPFor: 500 * time.Millisecond, OTLPSenders: 2,
 		Recover: recoverInProcess, Progress: &progress}
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -63,7 +63,16 @@ func TestRunEndToEnd(t *testing.T) {
 	if rep.RestartHealthzMs <= 0 || rep.RestartFirstReadMs < rep.RestartHealthzMs {
 		t.Errorf("restart after kill -9: healthz %v ms, first read %v ms", rep.RestartHealthzMs, rep.RestartFirstReadMs)
 	}
-	if rep.SpanSpaceSpans < 2000 || rep.SpanSpace.DataBytes <= 0 || rep.SpanSpace.MetaBytes <= 0 ||
+	// Both OTLP loads ran; the OTLP/gRPC store gave the bytes per span (the
+	// CBOR span store was not needed).
+	if len(rep.OTLP) != 2 || rep.OTLP[0].Protocol != OTLPGRPC || rep.OTLP[1].Protocol != OTLPHTTP ||
+		rep.OTLP[0].Spans < 100 || rep.OTLP[1].Spans < 100 || rep.OTLP[0].DaemonCPUUsPerSpan <= 0 {
+		t.Errorf("OTLP: %+v", rep.OTLP)
+	}
+	if rep.SpanSpaceOf != "the OTLP/gRPC load's store" || rep.SpanSpaceSpans < rep.OTLP[0].Spans || rep.SpanSpace.Spans != rep.SpanSpaceSpans {
+		t.Errorf("space per span measured on %q: %d spans, %d acknowledged in the measured time", rep.SpanSpaceOf, rep.SpanSpaceSpans, rep.OTLP[0].Spans)
+	}
+	if rep.SpanSpace.DataBytes <= 0 || rep.SpanSpace.MetaBytes <= 0 ||
 		rep.SpanSpaceBytesPerSpan*float64(rep.SpanSpaceSpans) != float64(rep.SpanSpace.TotalBytes) || rep.RecordMarginalBytes <= 0 {
 		t.Errorf("space per span: %d spans, %+v, %v B/span, %v B/record", rep.SpanSpaceSpans, rep.SpanSpace, rep.SpanSpaceBytesPerSpan, rep.RecordMarginalBytes)
 	}
@@ -114,6 +123,7 @@ func TestRunEndToEnd(t *testing.T) {
 	ex := cfg
 	ex.Existing, ex.DataDir, ex.WorkDir, ex.Keep, ex.Recover, ex.SkipProbes = true, filepath.Join(work, "data"), t.TempDir(), false, nil, true
 	ex.ProfileDir, ex.Pprof, ex.SkipRestart, ex.SpaceSpans, ex.Gets, ex.Searches = "", false, true, -1, 200, 5
+	ex.OTLPFor, ex.KeySpace = -1, false
 	rep3, err := Run(context.Background(), ex)
 	if err != nil {
 		t.Fatalf("existing store: %v\n%s", err, progress.String())
@@ -129,6 +139,7 @@ func TestRunEndToEnd(t *testing.T) {
 	// The same seed again sends the same traffic: equal counts and bytes.
 	cfg.WorkDir, cfg.ProfileDir, cfg.Keep, cfg.Recover, cfg.SkipProbes = t.TempDir(), "", false, nil, true
 	cfg.Pprof, cfg.UnbatchedFor, cfg.SpaceSpans, cfg.SkipRestart = false, -1, -1, true
+	cfg.OTLPFor, cfg.KeySpace = -1, false
 	rep2, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ztsd/ztsd/chunk"
+	"github.com/ztsd/ztsd/trace"
 )
 
 // Store directory layout (DESIGN.md "On-disk layout").
@@ -30,7 +31,10 @@ type Space struct {
 	TotalBytes int64 `json:"disk_total_bytes"`
 	// Chunks, PayloadBytes and StoredBytes sum the data files' chunks:
 	// payload (uncompressed CBOR) bytes and stored (compressed) bytes.
-	Chunks       int64 `json:"chunks"`
+	Chunks int64 `json:"chunks"`
+	// Spans counts the span entries of every chunk (a version of a span
+	// stored twice counts twice).
+	Spans        int64 `json:"chunk_spans"`
 	PayloadBytes int64 `json:"chunk_payload_bytes"`
 	StoredBytes  int64 `json:"chunk_stored_bytes"`
 }
@@ -123,6 +127,11 @@ func scanStore(store string, sp *Space, sample func([]byte)) error {
 		sp.Chunks++
 		sp.PayloadBytes += info.LogicalSize
 		sp.StoredBytes += info.StoredSize
+		v, err := trace.NewChunkView(payload, trace.Limits{})
+		if err != nil {
+			return fmt.Errorf("%s: chunk at %d: %w", path, info.Offset, err)
+		}
+		sp.Spans += int64(v.Len())
 		sample(payload)
 	}
 	if err := sc.Err(); err != nil {

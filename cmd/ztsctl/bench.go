@@ -86,6 +86,7 @@ CPU time per span (utime+stime from /proc; a running daemon needs
 			if !noRecover {
 				cfg.Recover = recoverDataDir
 			}
+			cfg.OTLPSenders = ocfg.Senders
 			cfg.Progress = a.stderr
 			rep, err := bench.Run(cmd.Context(), cfg)
 			if errors.Is(err, bench.ErrNoDaemon) {
@@ -132,6 +133,7 @@ CPU time per span (utime+stime from /proc; a running daemon needs
 	f.IntVar(&cfg.OtherFormatSpans, "other-format-spans", 0, "spans then sent batched in the other format (json after cbor), to the same daemon (default spans/4; negative: none)")
 	f.IntVar(&cfg.UnbatchedClients, "unbatched-clients", 2, "clients of the unbatched phase (one span per request)")
 	f.DurationVar(&cfg.UnbatchedFor, "unbatched-for", 10*time.Second, "length of the unbatched phase (negative: skipped)")
+	f.DurationVar(&cfg.OTLPFor, "otlp-for", 20*time.Second, "length of each OTLP load (gRPC, then HTTP; --senders senders) of the full run, each on a daemon of its own (negative: skipped)")
 	f.IntVar(&cfg.SpaceSpans, "space-spans", 200_000, "six-attribute spans without method calls stored by a daemon of their own, for the bytes per span (negative: skipped)")
 	f.BoolVar(&cfg.SkipRestart, "no-restart", false, "skip the kill -9 and restart after the read phases")
 	f.BoolVar(&cfg.Existing, "existing", false, "--data-dir already holds the store of an earlier run with equal --seed, --spans, --batch and --format: read it (nothing is ingested)")

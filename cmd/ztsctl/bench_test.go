@@ -20,13 +20,13 @@ func TestBenchCLI(t *testing.T) {
 	jsonOut := filepath.Join(t.TempDir(), "bench.json")
 	out, errOut, code := ctl(t, "bench", "--ztsd", ztsd, "--spans", "2000", "--clients", "2", "--batch", "100",
 		"--gets", "100", "--searches", "5", "--probe-mib", "2", "--format", "json", "--json-out", jsonOut,
-		"--unbatched-for", "300ms", "--space-spans", "1000", "--other-format-spans", "300")
+		"--unbatched-for", "300ms", "--space-spans", "1000", "--other-format-spans", "300", "--otlp-for", "300ms", "--senders", "2")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, want := range []string{"ingest batched json spans/s", "ingest batched cbor spans/s", "2 unbatched writers",
 		"get by id p99", "search text p99", "recover", "disk bytes per 6-attribute span", "disk bytes per method-call record",
-		"restart after kill -9: /healthz", "limit: disk read (O_DIRECT)", "limit: CBOR decode, 1 core", "2 json clients × 100 spans/request"} {
+		"restart after kill -9: /healthz", "OTLP/grpc spans/s", "OTLP/http daemon CPU per span", "limit: disk read (O_DIRECT)", "limit: CBOR decode, 1 core", "2 json clients × 100 spans/request"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
