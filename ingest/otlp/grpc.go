@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests (otlptracegrpc WithCompressor("gzip"))
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
@@ -49,14 +51,51 @@ func Register(s grpc.ServiceRegistrar, app Appender, opt Options) {
 
 // GRPCServerOptions are the grpc.NewServer options that apply opt to the
 // transport: the received message size (after decompression, which gRPC
-// bounds by the same limit) is bounded by opt.MaxBodySize.
+// bounds by the same limit) is bounded by opt.MaxBodySize, and each
+// request's size is recorded for Export's memory accounting (see
+// messageSizes).
 func GRPCServerOptions(opt Options) []grpc.ServerOption {
 	opt = opt.withDefaults()
 	size := opt.MaxBodySize
 	if size > math.MaxInt32 {
 		size = math.MaxInt32
 	}
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(int(size))}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(int(size)), grpc.StatsHandler(messageSizes{})}
+}
+
+// messageSizes is a gRPC stats handler that records the size of each RPC's
+// request message (decompressed, as decoded) in the RPC's context, so that
+// Export accounts for it in the memory budget without walking the decoded
+// request (proto.Size was 2% of the daemon's CPU under OTLP load).
+type messageSizes struct{}
+
+// messageSizeKey holds an RPC's *atomic.Int64 request size.
+type messageSizeKey struct{}
+
+func (messageSizes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, messageSizeKey{}, new(atomic.Int64))
+}
+
+func (messageSizes) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if p, ok := s.(*stats.InPayload); ok {
+		if n, ok := ctx.Value(messageSizeKey{}).(*atomic.Int64); ok {
+			n.Store(int64(p.Length))
+		}
+	}
+}
+
+func (messageSizes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (messageSizes) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// requestSize is the encoded size of req: as messageSizes recorded it, or
+// computed from req on a server without that handler.
+func requestSize(ctx context.Context, req proto.Message) int64 {
+	if n, ok := ctx.Value(messageSizeKey{}).(*atomic.Int64); ok {
+		if v := n.Load(); v > 0 {
+			return v
+		}
+	}
+	return int64(proto.Size(req))
 }
 
 // GRPCConnLimits bound what one OTLP/gRPC connection may hold (see
@@ -139,7 +178,7 @@ func (s *grpcService) Export(ctx context.Context, req *collectortrace.ExportTrac
 			fmt.Sprintf("ztsd is overloaded: %d OTLP requests in flight", cap(s.inFlight)), retryAfterOverloaded)
 	}
 	defer s.inFlight.release()
-	mem := int64(proto.Size(req)) * BodyMemoryFactor
+	mem := requestSize(ctx, req) * BodyMemoryFactor
 	if err := s.opt.Budget.TryReserve("OTLP request", mem); err != nil {
 		return nil, statusWithRetry(codes.ResourceExhausted, err.Error(), retryAfterOverloaded)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,9 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/ztsd/ztsd/membudget"
+	"github.com/ztsd/ztsd/trace"
 )
 
 func grpcClient(t *testing.T, addr string) collectortrace.TraceServiceClient {
@@ -188,5 +192,41 @@ func TestGRPCReadTimeoutSparesAppend(t *testing.T) {
 	}
 	if took := time.Since(t0); took < 300*time.Millisecond || len(app.stored()) == 0 {
 		t.Fatalf("answered after %v with %d spans stored: the append was not waited for", took, len(app.stored()))
+	}
+}
+
+// sizeRecordingAppender keeps the request size the RPC's context carried.
+type sizeRecordingAppender struct{ size atomic.Int64 }
+
+func (a *sizeRecordingAppender) Append(ctx context.Context, _ []*trace.Span) error {
+	a.size.Store(requestSize(ctx, nil))
+	return nil
+}
+
+// TestGRPCBudgetUsesMessageSize: Export reserves BodyMemoryFactor times
+// the request's encoded size, as the server's stats handler recorded it
+// (uncompressed, gzip or not): a budget of exactly that admits the request,
+// one byte less refuses it with RESOURCE_EXHAUSTED.
+func TestGRPCBudgetUsesMessageSize(t *testing.T) {
+	req := realisticRequest(3, 4)
+	size := int64(proto.Size(req))
+	for _, gz := range []bool{false, true} {
+		app := &sizeRecordingAppender{}
+		cl := grpcClient(t, startGRPC(t, "tcp", app, Options{Budget: membudget.New(size * BodyMemoryFactor)}))
+		var callOpts []grpc.CallOption
+		if gz {
+			callOpts = append(callOpts, grpc.UseCompressor("gzip"))
+		}
+		if _, err := cl.Export(context.Background(), req, callOpts...); err != nil {
+			t.Fatalf("gzip=%v: budget of 4 × %d bytes: %v", gz, size, err)
+		}
+		if got := app.size.Load(); got != size {
+			t.Errorf("gzip=%v: recorded size %d, encoded size %d", gz, got, size)
+		}
+		cl = grpcClient(t, startGRPC(t, "tcp", app, Options{Budget: membudget.New(size*BodyMemoryFactor - 1)}))
+		_, err := cl.Export(context.Background(), req, callOpts...)
+		if st := status.Convert(err); st.Code() != codes.ResourceExhausted {
+			t.Errorf("gzip=%v: budget one byte short: %v, want RESOURCE_EXHAUSTED", gz, err)
+		}
 	}
 }
