@@ -41,6 +41,7 @@ import (
 	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/discovery"
 	"github.com/ztsd/ztsd/objstore"
+	"github.com/ztsd/ztsd/storedir"
 )
 
 // Store is one store listed in a bucket.
@@ -294,7 +295,7 @@ func NewGeneration(now time.Time) string {
 // skipUpload names what is never uploaded from a store directory.
 func skipUpload(rel string, d fs.DirEntry) bool {
 	base := d.Name()
-	return base == "LOCK" || strings.HasPrefix(base, ".") || strings.HasSuffix(rel, ".rebuild") ||
+	return base == "LOCK" || rel == "uploaded.json" || strings.HasPrefix(base, ".") || strings.HasSuffix(rel, ".rebuild") ||
 		strings.Contains(rel, ".rebuild/") || strings.HasSuffix(base, ".tmp")
 }
 
@@ -373,6 +374,9 @@ func Upload(ctx context.Context, b objstore.Bucket, prefix, node string, id uint
 	if err != nil {
 		return nil, fmt.Errorf("store %s: config.props: %w", dir, err)
 	}
+	if err := writeTraceFilter(ctx, dir); err != nil {
+		return nil, err
+	}
 	files, err := StoreFiles(dir)
 	if err != nil {
 		return nil, err
@@ -419,6 +423,31 @@ func Upload(ctx context.Context, b objstore.Bucket, prefix, node string, id uint
 		return nil, fmt.Errorf("writing manifest %s: %w", mkey, err)
 	}
 	return m, nil
+}
+
+// writeTraceFilter (re)writes the store's trace filter and trace
+// directory objects from its metadata index and data file as they are
+// now (a repaired store's chunks may have moved), so that remote readers
+// skip the store for traces it lacks and read a chunk with one GET. A
+// store without a metadata index gets none (remote readers then read its
+// indexes).
+func writeTraceFilter(ctx context.Context, dir string) error {
+	for _, name := range []string{storedir.TraceFilterFile, storedir.TraceDirFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "meta")); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	filter, traceDir, err := storedir.BuildTraceFilter(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, storedir.TraceFilterFile), filter, 0o640); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, storedir.TraceDirFile), traceDir, 0o640)
 }
 
 // putFile uploads one file with its SHA-256 and checks it with a Head.
