@@ -170,6 +170,41 @@ func TestDaemonUploadsSealedStores(t *testing.T) {
 	if v := metricValue(metrics, "ztsd_tiering_uploaded_stores_total"); v != float64(len(got)) {
 		t.Fatalf("ztsd_tiering_uploaded_stores_total %v, want %d", v, len(got))
 	}
+	// [retention] with a bucket counts local and uploaded stores together:
+	// max_stores = 3 keeps the open store and the two newest uploads.
+	d.WriteConfig(tieringConfig(srv, "n1", "local_max_stores = 1") + "[retention]\nmax_stores = 3\n")
+	d.Signal(syscall.SIGHUP)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		manifests := 0
+		prefixes := map[string]bool{} // stores with any object left
+		b.List(context.Background(), "pfx/n1/", func(o objstore.Object) error {
+			if strings.HasSuffix(o.Key, "/manifest.json") {
+				manifests++
+			}
+			prefixes[strings.Split(o.Key, "/")[2]] = true
+			return nil
+		})
+		infos, err := d.Client.Stores(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if manifests == 2 && len(prefixes) == 2 && len(infos) == 3 {
+			left := s3test.Audit(t, b, "pfx", "n1")
+			newest := uint32(0)
+			for id := range got {
+				newest = max(newest, id)
+			}
+			if left[newest] == nil || left[newest-1] == nil {
+				t.Fatalf("retention kept %v, not the two newest uploads", left)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("[retention] max_stores = 3: %d uploads and %d stores served after 30s\n%s", manifests, len(infos), d.Stderr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err := d.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v\n%s", err, d.Stderr())
 	}
