@@ -68,6 +68,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,6 +144,9 @@ type Uploader struct {
 	// store id (filled by listing, kept up to date by uploads/deletes).
 	remote map[uint32]*objstore.Manifest
 	listed bool
+	// soon: a store was not ready to copy (ErrIndexBehind); the next
+	// pass comes after BackoffMin, not Interval.
+	soon atomic.Bool
 	// dirty are uploaded stores whose garbage could not be deleted yet.
 	dirty map[uint32]string // store id → the manifest's generation
 
@@ -233,6 +237,9 @@ func (u *Uploader) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		wait := u.opt.Interval
+		if u.soon.Swap(false) {
+			wait = u.opt.BackoffMin
+		}
 		if err != nil {
 			backoff = min(max(2*backoff, u.opt.BackoffMin), u.opt.BackoffMax)
 			wait = backoff
@@ -281,7 +288,7 @@ func (u *Uploader) Pass(ctx context.Context) error {
 			}
 			if errors.Is(err, storedir.ErrIndexBehind) {
 				// Sealed a moment ago: its last chunks are being indexed.
-				errs = append(errs, err)
+				u.soon.Store(true)
 				continue
 			}
 			u.m.failures.Inc()
