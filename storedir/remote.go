@@ -40,7 +40,9 @@ type RemoteOptions struct {
 	// Node is the name this daemon uploads its own stores under. A remote
 	// store of this node takes the place of the local store it was (by
 	// id) in the newest-first order; ServeRemote of one whose local copy
-	// still serves is remembered and served once the local copy is gone.
+	// still serves does nothing (the local copy answers; DropLocalCopy
+	// switches to the upload, or discovery serves it once the local copy
+	// is gone).
 	Node string
 	// CacheDir holds the downloaded index files of remote stores; "" is
 	// <data dir>/remote-cache. Its "indexes" subdirectory is emptied at
@@ -92,26 +94,18 @@ type remoteSet struct {
 	seq atomic.Uint32 // Store.key of remote stores: 1<<32 | seq
 
 	// Guarded by DB.mu.
-	byID     map[remoteID]*Store
-	own      []*Store // this node's, id descending
-	foreign  []*Store // other nodes', LastNS descending
-	shadowed map[remoteID]shadowedUpload
+	byID    map[remoteID]*Store
+	own     []*Store // this node's, id descending
+	foreign []*Store // other nodes', LastNS descending
 
 	lruMu  sync.Mutex
-	lru    *list.List // *Store whose indexes are cached, most recently used first
+	lru    *list.List // *remoteStore whose indexes are cached, most recently used first
 	cached int64      // bytes of cached index files
 
 	dirBlocks *blockCache // trace-directory blocks read
 
 	gets, indexBytes, chunkBytes, hits, misses, evictions atomic.Int64
 	staleN                                                atomic.Int32
-}
-
-// shadowedUpload is an upload of this node's store whose local copy
-// still serves: ServeRemote remembers it and DropLocalCopy uses it.
-type shadowedUpload struct {
-	bucket objstore.Bucket
-	m      *objstore.Manifest
 }
 
 // remoteStore is what a Store read from a bucket adds.
@@ -147,7 +141,7 @@ func newRemoteSet(dataDir string, opt RemoteOptions, log *slog.Logger) (*remoteS
 		opt.CacheMaxSize = DefaultRemoteCacheSize
 	}
 	rs := &remoteSet{opt: opt, dir: filepath.Join(opt.CacheDir, "indexes"), max: opt.CacheMaxSize, log: log,
-		byID: map[remoteID]*Store{}, shadowed: map[remoteID]shadowedUpload{}, lru: list.New(),
+		byID: map[remoteID]*Store{}, lru: list.New(),
 		dirBlocks: newBlockCache(maxDirBlocks)}
 	// Index files left by an earlier run are not trusted (a crash may
 	// have cut one): the cache starts empty.
@@ -204,8 +198,8 @@ func (db *DB) noteLocalStoresIgnored() {
 // b, to the stores this DB serves. It is idempotent per (node, store id):
 // the same generation again does nothing, another generation replaces the
 // one served (unless m was uploaded before it). A store of this node
-// (RemoteOptions.Node) whose local copy still serves is only remembered
-// (the local copy answers; DropLocalCopy switches to it). It reads the
+// (RemoteOptions.Node) whose local copy still serves is not served (the
+// local copy answers; DropLocalCopy switches to the upload). It reads the
 // data file's header (one ranged GET); the indexes are downloaded on
 // first use.
 func (db *DB) ServeRemote(ctx context.Context, b objstore.Bucket, m *objstore.Manifest) error {
@@ -225,7 +219,6 @@ func (db *DB) ServeRemote(ctx context.Context, b objstore.Bucket, m *objstore.Ma
 		return nil
 	}
 	if own && db.localStoreLocked(m.Store) != nil {
-		db.remote.shadowed[rid] = shadowedUpload{b, m}
 		db.mu.Unlock()
 		return nil
 	}
@@ -266,7 +259,6 @@ func (db *DB) ServeRemote(ctx context.Context, b objstore.Bucket, m *objstore.Ma
 func (db *DB) DropRemote(node string, id uint32) error {
 	rid := remoteID{node, id}
 	db.mu.Lock()
-	delete(db.remote.shadowed, rid)
 	s := db.remote.byID[rid]
 	if s != nil {
 		db.uninstallRemoteLocked(s)
@@ -350,7 +342,6 @@ func (db *DB) DropLocalCopy(id uint32, m *objstore.Manifest) error {
 		}
 	}
 	rid := remoteID{m.Node, id}
-	delete(db.remote.shadowed, rid)
 	old := db.remote.byID[rid]
 	db.installRemoteLocked(s, old)
 	db.mu.Unlock()

@@ -249,6 +249,14 @@ func TestRemoteDropLocalCopy(t *testing.T) {
 	f := newRemoteFixture(t, false)
 	db := openTestDB(t, f.dir, f.options(0))
 	defer db.Close()
+	// This node's upload of a store still served locally is not served
+	// beside it (every span would be listed twice).
+	if err := db.ServeRemote(context.Background(), f.bucket, f.ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n, got := len(db.Stores()), searchAll(t, db, Query{Spans: true, Limit: 1000}); n != 4 || len(got) != len(f.spans) {
+		t.Fatalf("own upload served beside its local copy: %d stores, %d spans of %d", n, len(got), len(f.spans))
+	}
 	for i, m := range f.ms {
 		if err := db.DropLocalCopy(uint32(i), m); err != nil {
 			t.Fatalf("drop local copy %d: %v", i, err)
