@@ -226,7 +226,8 @@
 //   - Opening a store re-indexes from the lower watermark to the end of the
 //     data file (in the background when that is more than a moment's work);
 //     an index entry only ever names a whole chunk of the data file whose
-//     checksum validated. A torn tail (an incomplete or corrupt last chunk that no
+//     checksum validated, made durable (the data file is fsynced before
+//     the re-indexing, as the write path fsyncs before it indexes). A torn tail (an incomplete or corrupt last chunk that no
 //     valid chunk follows) is cut, and the cut bytes are appended to
 //     traces.zts.broken, never silently discarded. A bad chunk in the middle
 //     is skipped and logged; `ztsctl verify` names it.

@@ -438,6 +438,14 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 	if from < chunk.HeaderSize {
 		from = chunk.HeaderSize
 	}
+	if from < size && !opt.readOnly {
+		// The chunks past the watermarks may still be only in the page
+		// cache (a kill -9 is not a power loss): make them durable before
+		// any index entry names them.
+		if err := s.data.Sync(); err != nil {
+			return fmt.Errorf("store %s: %w", s.dir, err)
+		}
+	}
 	start := time.Now()
 	sc := s.data.Scanner()
 	sc.SetOffset(from)
