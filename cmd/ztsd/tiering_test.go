@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -419,4 +420,70 @@ func mustMetrics(t *testing.T, d *daemontest.Daemon) string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestTieringKillAtUploadSteps kills a real daemon (SIGKILL) at chosen
+// steps of an upload, seen from a proxy in front of the S3 server: during
+// the PUT of a data file (its generation is garbage), and right after the
+// manifest was stored but before the daemon heard back (no marker). After
+// each restart the store is in the bucket exactly once: re-uploaded under
+// a new generation with the garbage deleted, or its manifest adopted.
+func TestTieringKillAtUploadSteps(t *testing.T) {
+	srv := s3test.Start(t)
+	b := srv.Bucket(t)
+	proxy := s3test.NewFaultProxy(t, srv, 1)
+	proxy.SetFaults(false)
+	cfg := tieringConfig(srv, "n1", "")
+	cfg = strings.Replace(cfg, fmt.Sprintf("endpoint = %q", srv.Endpoint), fmt.Sprintf("endpoint = %q", proxy.URL), 1)
+	d := daemontest.New(t, cfg)
+	l := newSpanLedger()
+	var step atomic.Value
+	step.Store("")
+	killed := make(chan struct{}, 1)
+	kill := func(want, method, path string) {
+		if method == "PUT" && step.Load() == want && strings.HasSuffix(path, map[string]string{"data": "/traces.zts", "manifest": "/manifest.json"}[want]) {
+			step.Store("")
+			d.Cmd.Process.Signal(syscall.SIGKILL)
+			killed <- struct{}{}
+		}
+	}
+	proxy.Before = func(method, path string) { kill("data", method, path) }
+	proxy.After = func(method, path string) { kill("manifest", method, path) }
+	for i, point := range []string{"data", "manifest"} {
+		startWithBucket(t, d, srv)
+		if i == 1 {
+			// The data file's PUT was cut: that store goes up again
+			// under a new generation, the old one's objects deleted.
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(d.Stderr(), "deleted objects of earlier upload attempts") {
+				if time.Now().After(deadline) {
+					t.Fatalf("the interrupted generation was not deleted:\n%s", d.Stderr())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		step.Store(point)
+		spans := workload.Spans(uint64(1000+i), 600)
+		for j := 0; j < len(spans); j += 60 {
+			if err := l.put(d.Client, spans[j:j+60]); err != nil {
+				break // killed
+			}
+		}
+		select {
+		case <-killed:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no %s PUT in 30s:\n%s", point, d.Stderr())
+		}
+		d.Signal(syscall.SIGKILL)
+	}
+	startWithBucket(t, d, srv)
+	got := waitUploaded(t, d, b, "n1") // audits: one manifest per store, no garbage
+	log := d.Stderr()
+	for _, want := range []string{"store found uploaded by an earlier run"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("after the kills the log lacks %q:\n%s", want, log)
+		}
+	}
+	l.check(t, d, 50, true)
+	t.Logf("%d stores uploaded after kills during a data file PUT and after a manifest PUT", len(got))
 }

@@ -27,6 +27,11 @@ type FaultProxy struct {
 	// Failed, FailedAfter, Slow and Resets count the faults injected.
 	Failed, FailedAfter, Slow, Resets atomic.Int64
 
+	// Before and After, when set, are called with each request's method
+	// and URL path, before it is forwarded and once the server answered
+	// it (before the answer is relayed): tests kill the client there.
+	Before, After func(method, path string)
+
 	srv *Server
 	on  atomic.Bool
 	mu  sync.Mutex
@@ -44,9 +49,26 @@ func NewFaultProxy(t testing.TB, s *Server, seed uint64) *FaultProxy {
 	rp.ErrorLog = log.New(io.Discard, "", 0)
 	p := &FaultProxy{srv: s, rng: rand.New(rand.NewPCG(seed, 3))}
 	p.on.Store(true)
+	forward := func(w http.ResponseWriter, r *http.Request) {
+		if p.Before != nil {
+			p.Before(r.Method, r.URL.Path)
+		}
+		if p.After == nil {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r)
+		p.After(r.Method, r.URL.Path)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !p.on.Load() {
-			rp.ServeHTTP(w, r)
+			forward(w, r)
 			return
 		}
 		p.mu.Lock()
@@ -71,9 +93,9 @@ func NewFaultProxy(t testing.TB, s *Server, seed uint64) *FaultProxy {
 		case roll < 24:
 			p.Slow.Add(1)
 			time.Sleep(delay)
-			rp.ServeHTTP(w, r)
+			forward(w, r)
 		default:
-			rp.ServeHTTP(w, r)
+			forward(w, r)
 		}
 	}))
 	t.Cleanup(hs.Close)
