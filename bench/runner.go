@@ -96,7 +96,8 @@ type Config struct {
 	// with the same Workload, Spans, BatchSpans and Format: the main
 	// workload is generated again to know what is stored (nothing is
 	// sent), the other ingest phases and recovery are skipped, and the read
-	// phases, the restart and the space measurement run on it.
+	// phases, the restart and the space measurement run on it (the OTLP
+	// loads and the span store, which need daemons of their own, do not).
 	Existing bool
 
 	// KeySpace measures, once the daemon is stopped, the bytes of each
@@ -340,12 +341,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("recover: %w", err)
 		}
 	}
-	if cfg.OTLPFor > 0 && cfg.ZtsdPath != "" {
+	if cfg.OTLPFor > 0 && cfg.ZtsdPath != "" && !cfg.Existing {
 		if err := r.otlp(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.SpaceSpans > 0 && cfg.ZtsdPath != "" && r.rep.SpanSpaceSpans == 0 {
+	if cfg.SpaceSpans > 0 && cfg.ZtsdPath != "" && r.rep.SpanSpaceSpans == 0 && !cfg.Existing {
 		if err := r.spanSpace(ctx); err != nil {
 			return nil, fmt.Errorf("space per span: %w", err)
 		}
