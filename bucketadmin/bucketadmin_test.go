@@ -570,3 +570,24 @@ func TestRecoverTornTailServedRemotely(t *testing.T) {
 		t.Fatalf("%d spans readable remotely, recovery indexed %d of %d", found, rep.Recovery.Spans, len(spans))
 	}
 }
+
+// FuzzParseStoreRef: NODE/STOREID parses to a node without "/" and an id
+// that prints back as the same number, or is refused; never a panic.
+func FuzzParseStoreRef(f *testing.F) {
+	for _, s := range []string{"web-1/000003", "a/ff", "a/A0", "", "a", "/1", "a/", "a/b/c", "a/123456789", "a/ffffffff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseStoreRef(s)
+		if err != nil {
+			return
+		}
+		node, id, _ := strings.Cut(s, "/")
+		if k.Node != node || strings.Contains(k.Node, "/") {
+			t.Fatalf("ParseStoreRef(%q) = node %q", s, k.Node)
+		}
+		if back, err := ParseStoreRef(k.String()); err != nil || back != k || !strings.EqualFold(strings.TrimLeft(id, "0"), strings.TrimLeft(k.String()[len(node)+1:], "0")) {
+			t.Fatalf("ParseStoreRef(%q) = %v, which does not round-trip (%v)", s, k, err)
+		}
+	})
+}

@@ -346,3 +346,26 @@ func TestRunScansEveryInterval(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// FuzzParseManifestKey: any key either parses to a store whose manifest
+// key is the input again, or is refused; never a panic.
+func FuzzParseManifestKey(f *testing.F) {
+	for _, k := range []string{"a/000001/manifest.json", "p/q/web-1/00ff0a/manifest.json", "a/000001/g/manifest.json",
+		"/000001/manifest.json", "a/0000001/manifest.json", "", "manifest.json", "a//000001/manifest.json"} {
+		f.Add("p/q", k)
+		f.Add("", k)
+	}
+	f.Fuzz(func(t *testing.T, prefix, key string) {
+		k, ok := ParseManifestKey(prefix, key)
+		if !ok {
+			return
+		}
+		if strings.Contains(k.Node, "/") || k.Node == "" {
+			t.Fatalf("ParseManifestKey(%q, %q) = node %q", prefix, key, k.Node)
+		}
+		p := strings.TrimSuffix(prefix, "/")
+		if got := objstore.ManifestKey(p, k.Node, k.ID); got != key && !strings.HasPrefix(prefix, "/") && !strings.Contains(prefix, "//") {
+			t.Fatalf("ParseManifestKey(%q, %q) = %v, whose key is %q", prefix, key, k, got)
+		}
+	})
+}
