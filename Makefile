@@ -111,9 +111,13 @@ bench-large: build
 FAULT_SOAK      ?= 10m
 TIERING_CRASHES ?= 30
 SOAK_RSS_BUDGET ?= 268435456
+# BUCKET_SOAK_SPANS: spans each ingesting daemon writes in the two nodes,
+# one bucket acceptance test (make test: 4000).
+BUCKET_SOAK_SPANS ?= 50000
 soak: tools
 	ZTSD_CRASH_ITERATIONS=$(SOAK_ITER) $(GO) test -count=1 -timeout 12h -run '^TestCrashLoop' -v ./cmd/ztsd/
 	ZTSD_VERSITYGW=$${ZTSD_VERSITYGW:-$(TOOLS)/versitygw} ZTSD_TIERING_CRASHES=$(TIERING_CRASHES) $(GO) test -count=1 -timeout 2h -run '^TestTieringCrashLoop$$' -v ./cmd/ztsd/
+	ZTSD_VERSITYGW=$${ZTSD_VERSITYGW:-$(TOOLS)/versitygw} ZTSD_BUCKET_SOAK_SPANS=$(BUCKET_SOAK_SPANS) $(GO) test -count=1 -timeout 1h -run '^TestTwoNodesOneBucket$$' -v ./cmd/ztsd/
 	ZTSD_FAULT_SOAK=$(FAULT_SOAK) ZTSD_SOAK_RSS_BUDGET=$(SOAK_RSS_BUDGET) $(GO) test -count=1 -timeout 3h -run '^TestFaultSoak$$' -v ./cmd/ztsd/
 	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^(TestSlowBodiesAndConnectionCap|TestMemoryBudgetBoundsRSS)$$' -v ./cmd/ztsd/
 	ZTSD_SOAK=1 $(GO) test -count=1 -timeout 1h -run '^TestIndexOpensAnyRowItWrote$$' -v ./index/

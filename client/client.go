@@ -571,6 +571,22 @@ type StoreInfo struct {
 	// Reason says why a store is not served (state quarantined,
 	// rebuilding or orphaned).
 	Reason string `json:"reason,omitempty"`
+	// Location is "local" (the data directory) or "remote" (read from a
+	// bucket: Node and Generation name the upload; Cached says whether
+	// its indexes are in the local cache).
+	Location   string `json:"location,omitempty"`
+	Node       string `json:"node,omitempty"`
+	Generation string `json:"generation,omitempty"`
+	Cached     bool   `json:"cached,omitempty"`
+}
+
+// Name is how answers name the store: its id, with its node for a store
+// read from a bucket ("web-1/00002a": ids repeat across nodes).
+func (s StoreInfo) Name() string {
+	if s.Node != "" {
+		return s.Node + "/" + s.ID
+	}
+	return s.ID
 }
 
 // Stores lists the daemon's stores, oldest first.

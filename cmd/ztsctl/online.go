@@ -667,9 +667,13 @@ func newStoresCmd(a *app) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "STORE\tSTATE\tFIRST (UTC)\tLAST (UTC)\tSPANS\tTRACES\tCHUNKS\tBYTES")
+			fmt.Fprintln(tw, "STORE\tSTATE\tWHERE\tFIRST (UTC)\tLAST (UTC)\tSPANS\tTRACES\tCHUNKS\tBYTES")
 			for _, s := range stores {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.State, fmtTime(s.FirstNS), fmtTime(s.LastNS),
+				where := "local"
+				if s.Location == "remote" {
+					where = "bucket"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.Name(), s.State, where, fmtTime(s.FirstNS), fmtTime(s.LastNS),
 					s.Spans, s.Traces, s.Chunks, fmtBytes(s.Bytes))
 			}
 			if err := tw.Flush(); err != nil {
@@ -677,7 +681,7 @@ func newStoresCmd(a *app) *cobra.Command {
 			}
 			for _, s := range stores {
 				if s.Reason != "" { // not served: say why
-					fmt.Fprintf(a.stderr, "ztsctl: store %s is %s: %s\n", s.ID, s.State, s.Reason)
+					fmt.Fprintf(a.stderr, "ztsctl: store %s is %s: %s\n", s.Name(), s.State, s.Reason)
 				}
 			}
 			return nil

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,7 +243,7 @@ func TestTwoNodesOneBucket(t *testing.T) {
 	// Wait until every sealed store is in the bucket and the local copies
 	// are down to local_max_stores (+ the store taking writes).
 	sealed := map[string]int{}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(90*time.Second + time.Duration(perNode)*2*time.Millisecond)
 	for node, d := range nodes {
 		for {
 			infos, err := d.Client.Stores(context.Background())
@@ -332,6 +333,20 @@ func TestTwoNodesOneBucket(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), fmt.Sprintf("verify --remote: OK: %d stores", total)) {
 		t.Fatalf("ztsctl verify --remote --deep: %v\n%s", err, out)
 	}
+	// ztsctl stores on the query node names every store node/id, in the
+	// bucket.
+	listing, errOut, code := q.Ctl(nil, "stores")
+	if code != 0 || !strings.Contains(listing, "a/000000  sealed  bucket") || !strings.Contains(listing, "b/000000  sealed  bucket") {
+		t.Fatalf("ztsctl stores on the query node: exit %d %s\n%s", code, errOut, listing)
+	}
+	// Node a restarted: its stores whose local copy is gone are served
+	// from the bucket again from the start.
+	if err := nodes["a"].Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("node a after SIGTERM: %v", err)
+	}
+	startWithEnv(t, nodes["a"], env)
+	checkTraces(t, "node a after a restart", nodes["a"].Client, append(append([]*trace.Span(nil), spans["a"]...), sentinel["a"]...))
+
 	t.Logf("%d spans per node; stores sealed: a %d, b %d; bucket: %d stores; written %v, uploaded %v, discovered %v, all read and searched %v, verified %v",
 		perNode, sealed["a"], sealed["b"], total, tWritten.Round(time.Millisecond), tUploaded.Round(time.Millisecond),
 		tDiscovered.Round(time.Millisecond), tRead.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
