@@ -21,6 +21,7 @@ import (
 	"github.com/ztsd/ztsd/objstore"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/textindex"
+	"github.com/ztsd/ztsd/trace"
 )
 
 // openDB opens a DB whose stores hold a few KiB each, and writes n sealed
@@ -566,5 +567,64 @@ func TestUploadedIndexesCoverDataFile(t *testing.T) {
 	}
 	for _, m := range got {
 		checkDownloadedIndex(t, b, m)
+	}
+}
+
+// TestSupersededAfterUploadIsUploadedAgain: a store whose spans get a newer
+// version after its upload (storedir marks it superseded) is uploaded again
+// under a new generation, so the bucket's copy carries the mark; the old
+// generation is deleted and the store stays visible once.
+func TestSupersededAfterUploadIsUploadedAgain(t *testing.T) {
+	srv := s3test.Start(t)
+	b := srv.Bucket(t)
+	o := storedir.DefaultOptions()
+	o.Sync = storedir.SyncNone
+	o.MinFreeBytes = -1
+	db, err := storedir.Open(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	spans := workload.Spans(77, 20)
+	if err := db.Append(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	u := newUploader(t, db, b, nil)
+	if err := u.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id := db.SealedStores()[0]
+	before := bucketState(t, b, db.Dir())[id]
+	if _, ok := before.File("superseded"); ok {
+		t.Fatal("a fresh store uploaded as superseded")
+	}
+	// A newer version of one span: the sealed store is marked.
+	newer := *spans[0]
+	newer.DurationNS += 1000
+	if err := db.Append(ctx, []*trace.Span{&newer}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(db.Dir(), storedir.StoreName(id), "superseded")); err != nil {
+		t.Fatalf("storedir did not mark the store: %v", err)
+	}
+	if p := u.Pending(); len(p) != 1 || p[0] != id {
+		t.Fatalf("pending %v, want the superseded store %d", p, id)
+	}
+	if err := u.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := bucketState(t, b, db.Dir())[id]
+	if after.Generation == before.Generation {
+		t.Fatal("not uploaded again")
+	}
+	if _, ok := after.File("superseded"); !ok {
+		t.Fatal("the new upload lacks the superseded mark")
+	}
+	if len(u.Pending()) != 0 {
+		t.Fatalf("still pending: %v", u.Pending())
 	}
 }
