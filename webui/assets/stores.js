@@ -76,7 +76,8 @@ export async function render(app) {
         el('thead', null, el('tr', null, ['Store', 'State', 'First trace', 'Last trace', 'Spans', 'Traces', 'Chunks', 'Size', 'Compression', 'Checksums', 'Health']
           .map((h, i) => el('th', { class: i >= 4 && i <= 7 ? 'num' : null }, h)))),
         el('tbody', null, list.map((s) => el('tr', { class: 'store' },
-          el('td', { class: 'mono' }, s.id), el('td', null, s.state), el('td', null, when(s.first_ns)), el('td', null, when(s.last_ns)),
+          el('td', { class: 'mono' }, storeName(s)), el('td', null, s.location === 'remote' ? s.state + ', in the bucket' : s.state),
+          el('td', null, when(s.first_ns)), el('td', null, when(s.last_ns)),
           el('td', { class: 'num' }, fmtInt(s.spans)), el('td', { class: 'num' }, fmtInt(s.traces)), el('td', { class: 'num' }, fmtInt(s.chunks)),
           el('td', { class: 'num' }, fmtBytes(s.bytes)), el('td', null, s.compression || '—'),
           el('td', null, s.checksums === undefined || !s.compression ? '—' : s.checksums ? 'CRC32' : 'off'), el('td', null, health(s)))))));
@@ -84,10 +85,16 @@ export async function render(app) {
     const q = list.filter((s) => outOfService[s.state] || s.reason);
     quarantine.replaceChildren(...(q.length ? [el('h2', null, 'Stores not served'), el('table', { class: 'store-table', id: 'quarantined' },
       el('thead', null, el('tr', null, el('th', null, 'Store'), el('th', null, 'State'), el('th', null, 'Reason'))),
-      el('tbody', null, q.map((s) => el('tr', null, el('td', { class: 'mono' }, s.id), el('td', null, health(s)), el('td', null, s.reason || '')))))] : []));
+      el('tbody', null, q.map((s) => el('tr', null, el('td', { class: 'mono' }, storeName(s)), el('td', null, health(s)), el('td', null, s.reason || '')))))] : []));
   };
   await refresh();
   timer = setInterval(refresh, REFRESH_MS);
+}
+
+// storeName names a store read from a bucket node/id: ids repeat across
+// the nodes a query node serves.
+function storeName(s) {
+  return s.node ? s.node + '/' + s.id : s.id;
 }
 
 function fact(label, value) {
