@@ -138,7 +138,9 @@ differ from the manifest: they are what needs repair), recovers the copy as
 above, uploads it as a new generation, replaces the manifest (the old one stays
 visible until then, and nothing is replaced if the manifest changed meanwhile),
 and only then deletes the old generation's objects. Daemons serving the store
-switch to the new generation at their next discovery scan.
+switch to the new generation at their next discovery scan. It is for stores that
+live only in the bucket: a store an ingesting daemon still holds locally is
+repaired on that host (recover --data-dir on the stopped daemon's directory).
 
 Exit status: 0 when the stores were recovered (the report says what was lost),
 2 on bad usage, 3 when recovery failed or a daemon holds the data directory.`,
