@@ -98,6 +98,9 @@ func ParseStoreRef(s string) (discovery.StoreKey, error) {
 	return discovery.StoreKey{Node: node, ID: n}, nil
 }
 
+// StoreRef names the store id of node.
+func StoreRef(node string, id uint32) discovery.StoreKey { return discovery.StoreKey{Node: node, ID: id} }
+
 // ReadManifest reads the manifest of store k.
 func ReadManifest(ctx context.Context, b objstore.Bucket, prefix string, k discovery.StoreKey) (*objstore.Manifest, error) {
 	return discovery.ReadManifest(ctx, b, objstore.ManifestKey(prefix, k.Node, k.ID), k)

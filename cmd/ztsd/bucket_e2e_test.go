@@ -339,6 +339,25 @@ func TestTwoNodesOneBucket(t *testing.T) {
 	if code != 0 || !strings.Contains(listing, "a/000000  sealed  bucket") || !strings.Contains(listing, "b/000000  sealed  bucket") {
 		t.Fatalf("ztsctl stores on the query node: exit %d %s\n%s", code, errOut, listing)
 	}
+	// A store removed from the bucket (as [retention] does: the manifest
+	// first) stops being served by the query node at its next scan.
+	gone := bucketadmin.StoreRef("b", 0)
+	if err := b.Delete(context.Background(), objstore.ManifestKey(bucketPrefix, gone.Node, gone.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		h, err := q.Client.HealthStatus(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.RemoteStores != nil && *h.RemoteStores == total-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the query node still serves %v stores after b/000000's manifest was deleted (%d before)", h.RemoteStores, total)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	// Node a restarted: its stores whose local copy is gone are served
 	// from the bucket again from the start.
 	if err := nodes["a"].Signal(syscall.SIGTERM); err != nil {
