@@ -459,19 +459,7 @@ func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ix.dir, err)
 	}
-	// Latest entry wins for a repeated (span id, chunk number).
-	slices.SortFunc(recs, func(a, b traceRec) int {
-		if c := uint64Cmp(a.ref.SpanID, b.ref.SpanID); c != 0 {
-			return c
-		}
-		if c := int64Cmp(int64(a.ref.ChunkNum), int64(b.ref.ChunkNum)); c != 0 {
-			return c
-		}
-		return uint64Cmp(b.seq, a.seq)
-	})
-	recs = slices.CompactFunc(recs, func(a, b traceRec) bool {
-		return a.ref.SpanID == b.ref.SpanID && a.ref.ChunkNum == b.ref.ChunkNum
-	})
+	recs = currentRecords(recs)
 	slices.SortFunc(recs, func(a, b traceRec) int {
 		if c := int64Cmp(a.ref.StartNS, b.ref.StartNS); c != 0 {
 			return c
@@ -482,6 +470,23 @@ func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
 		return uint64Cmp(a.ref.SpanID, b.ref.SpanID)
 	})
 	return recs, nil
+}
+
+// currentRecords keeps, of each (span id, chunk number), the latest entry
+// (the highest seq); the result is sorted by span id and chunk number.
+func currentRecords(recs []traceRec) []traceRec {
+	slices.SortFunc(recs, func(a, b traceRec) int {
+		if c := uint64Cmp(a.ref.SpanID, b.ref.SpanID); c != 0 {
+			return c
+		}
+		if c := int64Cmp(int64(a.ref.ChunkNum), int64(b.ref.ChunkNum)); c != 0 {
+			return c
+		}
+		return uint64Cmp(b.seq, a.seq)
+	})
+	return slices.CompactFunc(recs, func(a, b traceRec) bool {
+		return a.ref.SpanID == b.ref.SpanID && a.ref.ChunkNum == b.ref.ChunkNum
+	})
 }
 
 func refsOf(recs []traceRec) []SpanRef {

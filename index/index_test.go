@@ -462,6 +462,30 @@ func TestTraceSpansAndSpan(t *testing.T) {
 	if err != nil || got != nil {
 		t.Fatalf("unknown trace: %v, %v", got, err)
 	}
+
+	// TraceChunks lists every trace once, in id order, with the distinct
+	// chunks of its current entries: the re-added entries' old chunks are
+	// not named unless another current entry lives there.
+	var ids [][16]byte
+	err = ix.TraceChunks(context.Background(), func(id [16]byte, offs []int64) error {
+		ids = append(ids, id)
+		var want []int64
+		for _, r := range m.traceSpans(id) {
+			want = append(want, r.Loc.ChunkOffset)
+		}
+		slices.Sort(want)
+		want = slices.Compact(want)
+		if !slices.Equal(offs, want) {
+			return fmt.Errorf("trace %x: chunks %v, want %v", id, offs, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(seen) || !slices.IsSortedFunc(ids, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }) {
+		t.Fatalf("TraceChunks listed %d traces (sorted: %v), want %d", len(ids), slices.IsSortedFunc(ids, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }), len(seen))
+	}
 }
 
 func TestAttrValues(t *testing.T) {

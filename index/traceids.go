@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -37,6 +38,62 @@ func (ix *Index) TraceIDs(ctx context.Context, fn func(id [16]byte)) error {
 		fn(id)
 	}
 	if err := iter.Close(); err != nil {
+		return fmt.Errorf("index %s: %w", ix.dir, err)
+	}
+	return nil
+}
+
+// TraceChunks calls fn, for every trace the index holds in key order (trace
+// id ascending) from a consistent snapshot, with the data-file offsets of
+// the chunks holding the trace's current span entries (the ones a get of
+// the trace reads), ascending and distinct. offs is reused after fn
+// returns. It is one scan of the trace keys: building a store's trace
+// directory costs a sequential read of the index, not a point lookup per
+// trace. It stops at fn's first error, or early with ctx's error.
+func (ix *Index) TraceChunks(ctx context.Context, fn func(id [16]byte, offs []int64) error) error {
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
+	lower := []byte{prefixTrace}
+	iter, err := ix.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return fmt.Errorf("index %s: %w", ix.dir, err)
+	}
+	defer iter.Close()
+	var recs []traceRec
+	var offs []int64
+	n := 0
+	for iter.First(); iter.Valid(); iter.Next() {
+		if n++; n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		k := iter.Key()
+		if len(k) != 17 {
+			return fmt.Errorf("index %s: %w", ix.dir, corruptf("trace key of %d bytes", len(k)))
+		}
+		var id [16]byte
+		copy(id[:], k[1:])
+		v, err := iter.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("index %s: trace %x: %w", ix.dir, id, err)
+		}
+		if recs, err = decodeTraceValue(v, id, recs[:0]); err != nil {
+			return fmt.Errorf("index %s: %w", ix.dir, err)
+		}
+		recs = currentRecords(recs)
+		offs = offs[:0]
+		for _, r := range recs {
+			offs = append(offs, r.ref.Loc.ChunkOffset)
+		}
+		slices.Sort(offs)
+		if err := fn(id, slices.Compact(offs)); err != nil {
+			return err
+		}
+	}
+	if err := iter.Error(); err != nil {
 		return fmt.Errorf("index %s: %w", ix.dir, err)
 	}
 	return nil

@@ -9,8 +9,6 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/index"
@@ -122,14 +120,8 @@ type dirBlock struct {
 
 func buildTraceFilter(ctx context.Context, meta *index.Index, dataPath string, size int64, opt chunk.Options) ([]byte, []byte, error) {
 	f := newTraceFilter(meta.Stats().Traces)
-	var ids []trace.TraceID
-	if err := meta.TraceIDs(ctx, func(id [16]byte) { f.add(trace.TraceID(id)); ids = append(ids, id) }); err != nil {
-		return nil, nil, fmt.Errorf("trace filter: trace ids: %w", err)
-	}
-	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
 	var dir, block []byte
 	var blocks []dirBlock
-	var offs []int64
 	flush := func() {
 		if len(block) == 0 {
 			return
@@ -139,17 +131,10 @@ func buildTraceFilter(ctx context.Context, meta *index.Index, dataPath string, s
 		dir = append(dir, block...)
 		block = block[:0]
 	}
-	for _, id := range ids {
-		refs, err := meta.TraceSpans(id)
-		if err != nil {
-			return nil, nil, fmt.Errorf("trace filter: trace %s: %w", id, err)
-		}
-		offs = offs[:0]
-		for _, r := range refs {
-			offs = append(offs, r.Loc.ChunkOffset)
-		}
-		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-		offs = slices.Compact(offs)
+	// One scan of the index's trace keys, in trace-id order: the directory's
+	// blocks are sorted by trace id as they are written.
+	err := meta.TraceChunks(ctx, func(id [16]byte, offs []int64) error {
+		f.add(trace.TraceID(id))
 		if len(block) == 0 {
 			blocks = append(blocks, dirBlock{first: id, off: int64(len(dir))})
 		}
@@ -163,6 +148,10 @@ func buildTraceFilter(ctx context.Context, meta *index.Index, dataPath string, s
 		if len(block) >= traceDirBlock {
 			flush()
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("trace filter: %w", err)
 	}
 	flush()
 	data, err := os.Open(dataPath)
