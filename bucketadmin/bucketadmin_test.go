@@ -12,6 +12,7 @@ import (
 	"github.com/ztsd/ztsd/discovery"
 	"github.com/ztsd/ztsd/internal/workload"
 	"github.com/ztsd/ztsd/objstore"
+	"github.com/ztsd/ztsd/objstore/objstoretest"
 	"github.com/ztsd/ztsd/storedir"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -56,10 +57,10 @@ func storeDir(dataDir string, id uint32) string {
 func TestUploadDownloadRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dataDir, _ := sealedStores(t, 1, 400, 400)
-	b := newMemBucket()
+	b := objstoretest.New()
 	var keysBeforeManifest []string
 	m, err := Upload(ctx, b, "fleet", "a", 0, storeDir(dataDir, 0), UploadOptions{Spans: 400, BeforeManifest: func() error {
-		for k := range b.objects {
+		for _, k := range b.Keys() {
 			keysBeforeManifest = append(keysBeforeManifest, k)
 		}
 		return nil
@@ -118,15 +119,15 @@ func TestUploadDownloadRoundTrip(t *testing.T) {
 func TestDownloadRefusesMismatch(t *testing.T) {
 	ctx := context.Background()
 	dataDir, _ := sealedStores(t, 2, 200, 200)
-	b := newMemBucket()
+	b := objstoretest.New()
 	m, err := Upload(ctx, b, "", "a", 0, storeDir(dataDir, 0), UploadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := objstore.FileKey("", "a", 0, m.Generation, "traces.zts")
-	data := append([]byte(nil), b.objects[key]...)
+	data := append([]byte(nil), objectBytes(b, key)...)
 	data[len(data)/2] ^= 0x40
-	b.put(key, data)
+	b.Set(key, data)
 
 	dst := filepath.Join(t.TempDir(), "000000")
 	_, err = Download(ctx, b, "", m, dst, DownloadOptions{})
@@ -197,7 +198,7 @@ func TestVerify(t *testing.T) {
 	ctx := context.Background()
 	dirA, _ := sealedStores(t, 3, 600, 200)
 	dirB, _ := sealedStores(t, 4, 200, 200)
-	b := newMemBucket()
+	b := objstoretest.New()
 	msA := uploadAll(t, b, "p", "a", dirA, 3)
 	uploadAll(t, b, "p", "b", dirB, 1)
 	for _, deep := range []bool{false, true} {
@@ -215,15 +216,15 @@ func TestVerify(t *testing.T) {
 
 	// a/000001: one byte of the data file changed, size kept.
 	key := objstore.FileKey("p", "a", 1, msA[1].Generation, "traces.zts")
-	data := append([]byte(nil), b.objects[key]...)
+	data := append([]byte(nil), objectBytes(b, key)...)
 	data[len(data)/2] ^= 1
-	b.put(key, data)
+	b.Set(key, data)
 	// a/000002: its config.props is gone.
 	b.Delete(ctx, objstore.FileKey("p", "a", 2, msA[2].Generation, "config.props"))
 	// b/000005: an upload that never wrote its manifest; a/000000: a
 	// leftover generation.
-	b.put(objstore.FileKey("p", "b", 5, "g-abandoned", "traces.zts"), []byte("xyz"))
-	b.put(objstore.FileKey("p", "a", 0, "g-old", "traces.zts"), []byte("xy"))
+	b.Set(objstore.FileKey("p", "b", 5, "g-abandoned", "traces.zts"), []byte("xyz"))
+	b.Set(objstore.FileKey("p", "a", 0, "g-old", "traces.zts"), []byte("xy"))
 
 	rep, err := Verify(ctx, b, "bk", "p", VerifyOptions{})
 	if err != nil {
@@ -292,7 +293,7 @@ func openCopy(t *testing.T, b objstore.Bucket, prefix string, k discovery.StoreK
 func TestRecover(t *testing.T) {
 	ctx := context.Background()
 	dataDir, spans := sealedStores(t, 5, 300, 300)
-	b := newMemBucket()
+	b := objstoretest.New()
 	m := uploadAll(t, b, "", "a", dataDir, 1)[0]
 	k := discovery.StoreKey{Node: "a", ID: 0}
 	var damagedSST bool
@@ -302,11 +303,11 @@ func TestRecover(t *testing.T) {
 		case strings.HasPrefix(f.Path, "text/"):
 			b.Delete(ctx, key)
 		case strings.HasPrefix(f.Path, "meta/") && strings.HasSuffix(f.Path, ".sst"):
-			data := append([]byte(nil), b.objects[key]...)
+			data := append([]byte(nil), objectBytes(b, key)...)
 			for i := 0; i < len(data); i += 97 {
 				data[i] ^= 0xff
 			}
-			b.put(key, data)
+			b.Set(key, data)
 			damagedSST = true
 		}
 	}
@@ -318,10 +319,10 @@ func TestRecover(t *testing.T) {
 	}
 
 	// A dry run changes nothing.
-	before := len(b.objects)
+	before := b.Len()
 	rep, err := Recover(ctx, b, "", k, RecoverOptions{DryRun: true, TempDir: t.TempDir()})
-	if err != nil || rep.NewGeneration != "" || len(b.objects) != before {
-		t.Fatalf("dry run: %+v, %v; %d objects, were %d", rep, err, len(b.objects), before)
+	if err != nil || rep.NewGeneration != "" || b.Len() != before {
+		t.Fatalf("dry run: %+v, %v; %d objects, were %d", rep, err, b.Len(), before)
 	}
 
 	rep, err = Recover(ctx, b, "", k, RecoverOptions{TempDir: t.TempDir()})
@@ -335,7 +336,7 @@ func TestRecover(t *testing.T) {
 	if err != nil || nm.Generation != rep.NewGeneration || nm.Spans != 300 {
 		t.Fatalf("manifest after recover: %+v, %v", nm, err)
 	}
-	for key := range b.objects {
+	for _, key := range b.Keys() {
 		if strings.Contains(key, "/"+m.Generation+"/") {
 			t.Fatalf("old generation object %s left", key)
 		}
@@ -365,7 +366,7 @@ func TestRecover(t *testing.T) {
 func TestRecoverCrashBeforeManifest(t *testing.T) {
 	ctx := context.Background()
 	dataDir, _ := sealedStores(t, 6, 200, 200)
-	b := newMemBucket()
+	b := objstoretest.New()
 	m := uploadAll(t, b, "", "a", dataDir, 1)[0]
 	k := discovery.StoreKey{Node: "a", ID: 0}
 	crash := errors.New("injected crash before the manifest")
@@ -376,8 +377,8 @@ func TestRecoverCrashBeforeManifest(t *testing.T) {
 	if cur, err := ReadManifest(ctx, b, "", k); err != nil || cur.Generation != m.Generation {
 		t.Fatalf("after the crash the manifest is %+v, %v", cur, err)
 	}
-	if len(b.objects) != len(m.Files)+1 {
-		t.Fatalf("%d objects after the interrupted recover, want the old generation's %d and its manifest", len(b.objects), len(m.Files))
+	if b.Len() != len(m.Files)+1 {
+		t.Fatalf("%d objects after the interrupted recover, want the old generation's %d and its manifest", b.Len(), len(m.Files))
 	}
 
 	// Someone replaced the manifest while recover worked.
@@ -400,7 +401,7 @@ func TestRecoverCrashBeforeManifest(t *testing.T) {
 func TestStageResumes(t *testing.T) {
 	ctx := context.Background()
 	dataDir, _ := sealedStores(t, 7, 400, 200)
-	b := newMemBucket()
+	b := objstoretest.New()
 	uploadAll(t, b, "", "a", dataDir, 1)
 	uploadAll(t, b, "", "b", dataDir, 2)
 	stage := filepath.Join(t.TempDir(), "stage")
@@ -487,7 +488,7 @@ func TestVerifyDeepIndexLag(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := newMemBucket()
+	b := objstoretest.New()
 	uploadAll(t, b, "", "a", dir, 1)
 	rep, err := Verify(ctx, b, "bk", "", VerifyOptions{Deep: true, TempDir: t.TempDir()})
 	if err != nil {
@@ -513,7 +514,7 @@ func TestVerifyDeepIndexLag(t *testing.T) {
 func TestRecoverTornTailServedRemotely(t *testing.T) {
 	ctx := context.Background()
 	dataDir, spans := sealedStores(t, 9, 300, 300)
-	b := newMemBucket()
+	b := objstoretest.New()
 	m := uploadAll(t, b, "", "a", dataDir, 1)[0]
 	for _, want := range []string{storedir.TraceFilterFile, storedir.TraceDirFile} {
 		if _, ok := m.File(want); !ok {
@@ -521,8 +522,8 @@ func TestRecoverTornTailServedRemotely(t *testing.T) {
 		}
 	}
 	key := objstore.FileKey("", "a", 0, m.Generation, "traces.zts")
-	whole := b.objects[key]
-	b.put(key, whole[:len(whole)-40])
+	whole := objectBytes(b, key)
+	b.Set(key, whole[:len(whole)-40])
 	k := discovery.StoreKey{Node: "a", ID: 0}
 	rep, err := Recover(ctx, b, "", k, RecoverOptions{TempDir: t.TempDir()})
 	if err != nil {
@@ -590,4 +591,10 @@ func FuzzParseStoreRef(f *testing.F) {
 			t.Fatalf("ParseStoreRef(%q) = %v, which does not round-trip (%v)", s, k, err)
 		}
 	})
+}
+
+// objectBytes is the bucket's own copy of the object at key (nil when absent).
+func objectBytes(b *objstoretest.Bucket, key string) []byte {
+	data, _ := b.Data(key)
+	return data
 }

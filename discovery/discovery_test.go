@@ -1,114 +1,17 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ztsd/ztsd/objstore"
+	"github.com/ztsd/ztsd/objstore/objstoretest"
 )
-
-// memBucket is an in-memory objstore.Bucket (unit tests only; the
-// acceptance tests run against a real S3 server).
-type memBucket struct {
-	mu      sync.Mutex
-	objects map[string][]byte
-	listErr error
-}
-
-func newMemBucket() *memBucket { return &memBucket{objects: map[string][]byte{}} }
-
-func (b *memBucket) obj(key string) objstore.Object {
-	sum := md5.Sum(b.objects[key])
-	return objstore.Object{Key: key, Size: int64(len(b.objects[key])), ETag: hex.EncodeToString(sum[:])}
-}
-
-func (b *memBucket) Put(_ context.Context, key string, body io.ReadSeeker, size int64, _ []byte) error {
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.objects[key] = data
-	return nil
-}
-
-func (b *memBucket) Get(_ context.Context, key string) (io.ReadCloser, objstore.Object, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	data, ok := b.objects[key]
-	if !ok {
-		return nil, objstore.Object{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
-	}
-	return io.NopCloser(bytes.NewReader(data)), b.obj(key), nil
-}
-
-func (b *memBucket) GetRange(_ context.Context, key string, off, n int64) ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	data, ok := b.objects[key]
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
-	}
-	if off < 0 || n < 0 || off+n > int64(len(data)) {
-		return nil, fmt.Errorf("%s: range %d+%d past %d", key, off, n, len(data))
-	}
-	return append([]byte(nil), data[off:off+n]...), nil
-}
-
-func (b *memBucket) Head(_ context.Context, key string) (objstore.Object, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.objects[key]; !ok {
-		return objstore.Object{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
-	}
-	return b.obj(key), nil
-}
-
-func (b *memBucket) List(_ context.Context, prefix string, fn func(objstore.Object) error) error {
-	b.mu.Lock()
-	if b.listErr != nil {
-		b.mu.Unlock()
-		return b.listErr
-	}
-	var objs []objstore.Object
-	for k := range b.objects {
-		if strings.HasPrefix(k, prefix) {
-			objs = append(objs, b.obj(k))
-		}
-	}
-	b.mu.Unlock()
-	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
-	for _, o := range objs {
-		if err := fn(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (b *memBucket) Delete(_ context.Context, key string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.objects, key)
-	return nil
-}
-
-func (b *memBucket) put(key string, data []byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.objects[key] = data
-}
 
 // fakeTarget records what discovery told it.
 type fakeTarget struct {
@@ -163,9 +66,9 @@ func manifestBytes(t *testing.T, node string, id uint32, gen string) []byte {
 	return b
 }
 
-func putStore(t *testing.T, b *memBucket, prefix, node string, id uint32, gen string) {
-	b.put(objstore.FileKey(prefix, node, id, gen, "traces.zts"), []byte("abc"))
-	b.put(objstore.ManifestKey(prefix, node, id), manifestBytes(t, node, id, gen))
+func putStore(t *testing.T, b *objstoretest.Bucket, prefix, node string, id uint32, gen string) {
+	b.Set(objstore.FileKey(prefix, node, id, gen, "traces.zts"), []byte("abc"))
+	b.Set(objstore.ManifestKey(prefix, node, id), manifestBytes(t, node, id, gen))
 }
 
 func TestParseManifestKey(t *testing.T) {
@@ -198,13 +101,13 @@ func TestParseManifestKey(t *testing.T) {
 // parse or names another store is ignored while the old generation stays.
 func TestScanFollowsTheBucket(t *testing.T) {
 	ctx := context.Background()
-	b := newMemBucket()
+	b := objstoretest.New()
 	const prefix = "fleet"
 	putStore(t, b, prefix, "a", 1, "g1")
 	putStore(t, b, prefix, "a", 2, "g1")
 	putStore(t, b, prefix, "b", 1, "g1")
-	b.put(objstore.FileKey(prefix, "b", 2, "g1", "traces.zts"), []byte("upload in progress, no manifest"))
-	b.put("elsewhere/x/000001/manifest.json", manifestBytes(t, "x", 1, "g1"))
+	b.Set(objstore.FileKey(prefix, "b", 2, "g1", "traces.zts"), []byte("upload in progress, no manifest"))
+	b.Set("elsewhere/x/000001/manifest.json", manifestBytes(t, "x", 1, "g1"))
 	tgt := newFakeTarget()
 	d := New(tgt, Options{Bucket: b, Prefix: prefix})
 
@@ -230,7 +133,7 @@ func TestScanFollowsTheBucket(t *testing.T) {
 	// A repaired store re-uploaded as g2; a store removed; b/000002 done.
 	putStore(t, b, prefix, "a", 2, "g2")
 	b.Delete(ctx, objstore.ManifestKey(prefix, "a", 1))
-	b.put(objstore.ManifestKey(prefix, "b", 2), manifestBytes(t, "b", 2, "g1"))
+	b.Set(objstore.ManifestKey(prefix, "b", 2), manifestBytes(t, "b", 2, "g1"))
 	ch, err = d.Scan(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -247,8 +150,8 @@ func TestScanFollowsTheBucket(t *testing.T) {
 
 	// A damaged manifest, and one naming another store: ignored (logged
 	// once), the generation served before stays.
-	b.put(objstore.ManifestKey(prefix, "a", 2), []byte(`{"version":1,"node":"a"`))
-	b.put(objstore.ManifestKey(prefix, "b", 7), manifestBytes(t, "b", 8, "g1"))
+	b.Set(objstore.ManifestKey(prefix, "a", 2), []byte(`{"version":1,"node":"a"`))
+	b.Set(objstore.ManifestKey(prefix, "b", 7), manifestBytes(t, "b", 8, "g1"))
 	for i := 0; i < 2; i++ {
 		ch, err = d.Scan(ctx)
 		if err != nil {
@@ -263,18 +166,18 @@ func TestScanFollowsTheBucket(t *testing.T) {
 	}
 
 	// A failed listing drops nothing.
-	b.listErr = fmt.Errorf("injected: 503 Slow Down")
+	b.SetListErr(fmt.Errorf("injected: 503 Slow Down"))
 	if _, err := d.Scan(ctx); err == nil || len(tgt.takeCalls()) != 0 {
 		t.Fatalf("failed listing: err %v", err)
 	}
-	b.listErr = nil
+	b.SetListErr(nil)
 }
 
 // TestScanRetriesFailedServe: a store the target could not serve is asked
 // for again at the next scan.
 func TestScanRetriesFailedServe(t *testing.T) {
 	ctx := context.Background()
-	b := newMemBucket()
+	b := objstoretest.New()
 	putStore(t, b, "", "a", 1, "g1")
 	tgt := newFakeTarget()
 	tgt.fail[StoreKey{"a", 1}] = true
@@ -294,7 +197,7 @@ func TestScanRetriesFailedServe(t *testing.T) {
 // local copy is removed, the next scan serves the store.
 func TestScanOneNodeSkipsLocal(t *testing.T) {
 	ctx := context.Background()
-	b := newMemBucket()
+	b := objstoretest.New()
 	for id := uint32(0); id < 4; id++ {
 		putStore(t, b, "p", "a", id, "g1")
 	}
@@ -330,7 +233,7 @@ func TestScanOneNodeSkipsLocal(t *testing.T) {
 func TestRunScansEveryInterval(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b := newMemBucket()
+	b := objstoretest.New()
 	tgt := newFakeTarget()
 	d := New(tgt, Options{Bucket: b, Interval: 20 * time.Millisecond})
 	done := make(chan struct{})

@@ -10,118 +10,19 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/objstore"
+	"github.com/ztsd/ztsd/objstore/objstoretest"
 	"github.com/ztsd/ztsd/trace"
 )
-
-// memBucket is an in-memory objstore.Bucket for unit tests (the
-// acceptance tests use a real S3 server, internal/s3test).
-type memBucket struct {
-	mu   sync.Mutex
-	objs map[string][]byte
-	gets int
-}
-
-func newMemBucket() *memBucket { return &memBucket{objs: map[string][]byte{}} }
-
-func (b *memBucket) Put(ctx context.Context, key string, body io.ReadSeeker, size int64, sum []byte) error {
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return err
-	}
-	if int64(len(data)) != size {
-		return fmt.Errorf("put %s: %d bytes, size says %d", key, len(data), size)
-	}
-	if sum != nil {
-		if got := sha256.Sum256(data); !bytes.Equal(got[:], sum) {
-			return fmt.Errorf("put %s: checksum mismatch", key)
-		}
-	}
-	b.mu.Lock()
-	b.objs[key] = data
-	b.mu.Unlock()
-	return nil
-}
-
-func (b *memBucket) object(key string) ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.gets++
-	d, ok := b.objs[key]
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
-	}
-	return d, nil
-}
-
-func (b *memBucket) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Object, error) {
-	d, err := b.object(key)
-	if err != nil {
-		return nil, objstore.Object{}, err
-	}
-	return io.NopCloser(bytes.NewReader(d)), objstore.Object{Key: key, Size: int64(len(d))}, nil
-}
-
-func (b *memBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	d, err := b.object(key)
-	if err != nil {
-		return nil, err
-	}
-	if off < 0 || n < 0 || off+n > int64(len(d)) {
-		return nil, fmt.Errorf("%s: range %d+%d past the end at %d", key, off, n, len(d))
-	}
-	return append([]byte(nil), d[off:off+n]...), nil
-}
-
-func (b *memBucket) Head(ctx context.Context, key string) (objstore.Object, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	d, ok := b.objs[key]
-	if !ok {
-		return objstore.Object{}, fmt.Errorf("%s: %w", key, objstore.ErrNotFound)
-	}
-	return objstore.Object{Key: key, Size: int64(len(d))}, nil
-}
-
-func (b *memBucket) List(ctx context.Context, prefix string, fn func(objstore.Object) error) error {
-	b.mu.Lock()
-	var keys []string
-	for k := range b.objs {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
-		}
-	}
-	b.mu.Unlock()
-	sort.Strings(keys)
-	for _, k := range keys {
-		o, err := b.Head(ctx, k)
-		if err != nil {
-			continue
-		}
-		if err := fn(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (b *memBucket) Delete(ctx context.Context, key string) error {
-	b.mu.Lock()
-	delete(b.objs, key)
-	b.mu.Unlock()
-	return nil
-}
 
 // uploadStoreDir uploads the sealed store directory dir (no daemon holds
 // it) under node with the layout of objstore, the tracefilter object
@@ -206,11 +107,11 @@ type remoteFixture struct {
 }
 
 // mem is the fixture's bucket when it is a memBucket.
-func (f *remoteFixture) mem() *memBucket { return f.bucket.(*memBucket) }
+func (f *remoteFixture) mem() *objstoretest.Bucket { return f.bucket.(*objstoretest.Bucket) }
 
 func newRemoteFixture(t *testing.T, noFilter bool) *remoteFixture {
 	t.Helper()
-	return newRemoteFixtureIn(t, newMemBucket(), noFilter)
+	return newRemoteFixtureIn(t, objstoretest.New(), noFilter)
 }
 
 func newRemoteFixtureIn(t *testing.T, b objstore.Bucket, noFilter bool) *remoteFixture {
@@ -403,9 +304,8 @@ func TestRemoteDamagedChunkWarns(t *testing.T) {
 	chunks := scanStoredChunks(t, filepath.Join(f.dir, StoreName(1), dataFile))
 	victim := chunks[len(chunks)/2]
 	key := objstore.FileKey("pre", "web-1", 1, f.ms[1].Generation, dataFile)
-	f.mem().mu.Lock()
-	f.mem().objs[key][victim.off+chunkPayloadOffset(victim)] ^= 0x40
-	f.mem().mu.Unlock()
+	data, _ := f.mem().Data(key)
+	data[victim.off+chunkPayloadOffset(victim)] ^= 0x40
 	sp := victim.spans[0]
 	_, warns, err := db.GetTraceWithWarnings(context.Background(), sp.TraceID)
 	if err != nil {
