@@ -99,7 +99,9 @@ func ParseStoreRef(s string) (discovery.StoreKey, error) {
 }
 
 // StoreRef names the store id of node.
-func StoreRef(node string, id uint32) discovery.StoreKey { return discovery.StoreKey{Node: node, ID: id} }
+func StoreRef(node string, id uint32) discovery.StoreKey {
+	return discovery.StoreKey{Node: node, ID: id}
+}
 
 // ReadManifest reads the manifest of store k.
 func ReadManifest(ctx context.Context, b objstore.Bucket, prefix string, k discovery.StoreKey) (*objstore.Manifest, error) {
