@@ -200,8 +200,14 @@ func (p *blockPostings) add(off uint32, r row) {
 	}
 }
 
-// batchArena is the least number of elements a Batch's arenas grow by.
-const batchArena = 4096
+// batchArena is the most elements a Batch's arena grows by at once; the
+// first arena holds firstArena, each next one twice the last, so a batch
+// of one span (a group commit of one small request) does not allocate and
+// zero a large arena it does not use.
+const (
+	firstArena = 64
+	batchArena = 4096
+)
 
 // smallRow is the number of attributes up to which scanning them beats
 // building a set.
@@ -255,11 +261,12 @@ func (b *Batch) add(e SpanEntry, r row) {
 }
 
 // distinct returns a copy of s without repeated elements, in order, carved
-// out of *arena (a new arena of at least batchArena elements when it is
-// full): a batch allocates its rows a few at a time.
+// out of *arena (a new arena, twice the last up to batchArena elements,
+// when it is full): a batch allocates its rows a few at a time.
 func distinct[T comparable](arena *[]T, s []T) []T {
 	if cap(*arena)-len(*arena) < len(s) {
-		*arena = make([]T, 0, max(batchArena, len(s)))
+		n := min(max(2*cap(*arena), firstArena), batchArena)
+		*arena = make([]T, 0, max(n, len(s)))
 	}
 	a := *arena
 	out := a[len(a) : len(a) : len(a)+len(s)]

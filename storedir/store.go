@@ -746,7 +746,10 @@ func (in *interner) intern(s string) (uint64, bool) {
 	return id, false
 }
 
-// arenaBlock is how many ids the arenas grow by at least.
+// arenaBlock is the most ids an arena grows by at once: the first holds
+// 512 (256 attributes), each next one twice the last, so a group commit of
+// one small span does not allocate and zero 64 KiB it does not use (a
+// third of the daemon's allocations under 1-span requests).
 const arenaBlock = 4096
 
 // internSpan interns every searchable string of sp, in a fixed order, and
@@ -754,10 +757,10 @@ const arenaBlock = 4096
 func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
 	in.span++
 	if cap(in.textArena)-len(in.textArena) < 256 {
-		in.textArena = make([]uint64, 0, arenaBlock)
+		in.textArena = make([]uint64, 0, min(max(2*cap(in.textArena), 512), arenaBlock))
 	}
 	if cap(in.attrArena)-len(in.attrArena) < 128 {
-		in.attrArena = make([]index.KV, 0, arenaBlock/2)
+		in.attrArena = make([]index.KV, 0, min(max(2*cap(in.attrArena), 256), arenaBlock/2))
 	}
 	texts, attrs := in.textArena[len(in.textArena):], in.attrArena[len(in.attrArena):]
 	addText := func(s string) (uint64, bool) {
