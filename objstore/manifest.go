@@ -3,6 +3,8 @@ package objstore
 import (
 	"encoding/json"
 	"fmt"
+	"path"
+	"strings"
 	"time"
 )
 
@@ -53,17 +55,48 @@ func ParseManifest(key string, data []byte) (*Manifest, error) {
 	if m.Version != ManifestVersion {
 		return nil, fmt.Errorf("manifest %s: version %d, this ztsd reads %d", key, m.Version, ManifestVersion)
 	}
-	if m.Generation == "" || m.Node == "" {
-		return nil, fmt.Errorf("manifest %s: no node or generation", key)
+	if !isName(m.Generation) || !isName(m.Node) {
+		return nil, fmt.Errorf("manifest %s: node %q or generation %q is not a plain name", key, m.Node, m.Generation)
 	}
 	seen := make(map[string]bool, len(m.Files))
 	for i, f := range m.Files {
-		if f.Path == "" || f.Size < 0 || len(f.SHA256) != 64 || seen[f.Path] {
-			return nil, fmt.Errorf("manifest %s: file %d (%q) is malformed or repeated", key, i, f.Path)
+		switch {
+		case !isStorePath(f.Path):
+			// Paths become local file names in the index cache and in
+			// downloads: nothing may climb out of the store directory.
+			return nil, fmt.Errorf("manifest %s: file %d: path %q is not a relative path inside a store", key, i, f.Path)
+		case f.Size < 0:
+			return nil, fmt.Errorf("manifest %s: file %d (%q): negative size %d", key, i, f.Path, f.Size)
+		case len(f.SHA256) != 64 || !isHex(f.SHA256):
+			return nil, fmt.Errorf("manifest %s: file %d (%q): sha256 %q is not 64 hex digits", key, i, f.Path, f.SHA256)
+		case seen[f.Path]:
+			return nil, fmt.Errorf("manifest %s: file %d (%q) is listed twice", key, i, f.Path)
 		}
 		seen[f.Path] = true
 	}
 	return &m, nil
+}
+
+// isName reports whether s is a non-empty name usable as one key segment.
+func isName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\\x00")
+}
+
+// isStorePath reports whether p is a clean relative path ("traces.zts",
+// "meta/000005.sst") that stays inside the directory it is joined to.
+func isStorePath(p string) bool {
+	return p != "" && p != "." && !path.IsAbs(p) && path.Clean(p) == p &&
+		p != ".." && !strings.HasPrefix(p, "../") && !strings.ContainsAny(p, "\\\x00")
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // File returns the manifest's entry for path.
