@@ -12,7 +12,20 @@ import (
 // reads and decompresses it once, and each later read of a span of the
 // chunk decodes only that span (trace.ChunkView remembers where each span
 // starts). Bounded by entry count.
-type chunkCache struct {
+type chunkCache = storeLRU[*trace.ChunkView]
+
+func newChunkCache(max int) *chunkCache { return newStoreLRU[*trace.ChunkView](max) }
+
+// blockCache keeps recently read trace-directory blocks of remote stores
+// (remote.go), by (store key, offset in the directory object): a get of a
+// trace whose block was read costs no GET for it. Bounded by entry count.
+type blockCache = storeLRU[[]byte]
+
+func newBlockCache(max int) *blockCache { return newStoreLRU[[]byte](max) }
+
+// storeLRU is a least-recently-used map from (store, offset) to V, bounded
+// by entry count, safe for concurrent use; dropStore forgets a store.
+type storeLRU[V any] struct {
 	mu    sync.Mutex
 	max   int
 	ll    *list.List
@@ -24,26 +37,27 @@ type cacheKey struct {
 	off   int64
 }
 
-type cacheEntry struct {
-	key  cacheKey
-	view *trace.ChunkView
+type lruEntry[V any] struct {
+	key cacheKey
+	val V
 }
 
-func newChunkCache(max int) *chunkCache {
-	return &chunkCache{max: max, ll: list.New(), items: map[cacheKey]*list.Element{}}
+func newStoreLRU[V any](max int) *storeLRU[V] {
+	return &storeLRU[V]{max: max, ll: list.New(), items: map[cacheKey]*list.Element{}}
 }
 
-func (c *chunkCache) get(store uint64, off int64) (*trace.ChunkView, bool) {
+func (c *storeLRU[V]) get(store uint64, off int64) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[cacheKey{store, off}]; ok {
 		c.ll.MoveToFront(e)
-		return e.Value.(*cacheEntry).view, true
+		return e.Value.(*lruEntry[V]).val, true
 	}
-	return nil, false
+	var zero V
+	return zero, false
 }
 
-func (c *chunkCache) put(store uint64, off int64, view *trace.ChunkView) {
+func (c *storeLRU[V]) put(store uint64, off int64, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := cacheKey{store, off}
@@ -51,15 +65,15 @@ func (c *chunkCache) put(store uint64, off int64, view *trace.ChunkView) {
 		c.ll.MoveToFront(e)
 		return
 	}
-	c.items[k] = c.ll.PushFront(&cacheEntry{key: k, view: view})
+	c.items[k] = c.ll.PushFront(&lruEntry[V]{key: k, val: v})
 	for c.ll.Len() > c.max {
 		e := c.ll.Back()
 		c.ll.Remove(e)
-		delete(c.items, e.Value.(*cacheEntry).key)
+		delete(c.items, e.Value.(*lruEntry[V]).key)
 	}
 }
 
-func (c *chunkCache) dropStore(store uint64) {
+func (c *storeLRU[V]) dropStore(store uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.items {
