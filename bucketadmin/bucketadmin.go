@@ -23,7 +23,6 @@ package bucketadmin
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -289,14 +288,6 @@ func syncDirs(dir string) error {
 	})
 }
 
-// NewGeneration names a new upload generation: the UTC time and 8 random
-// hex digits, so names sort by time and never repeat.
-func NewGeneration(now time.Time) string {
-	var r [4]byte
-	rand.Read(r[:])
-	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])
-}
-
 // skipUpload names what is never uploaded from a store directory.
 func skipUpload(rel string, d fs.DirEntry) bool {
 	base := d.Name()
@@ -352,7 +343,7 @@ type UploadOptions struct {
 	// Spans is the manifest's span count (the store's config.props does
 	// not hold it).
 	Spans int64
-	// Generation names the new generation; "" is NewGeneration(Now()).
+	// Generation names the new generation; "" is objstore.NewGeneration(Now()).
 	Generation string
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -387,7 +378,7 @@ func Upload(ctx context.Context, b objstore.Bucket, prefix, node string, id uint
 		return nil, err
 	}
 	if opt.Generation == "" {
-		opt.Generation = NewGeneration(opt.Now())
+		opt.Generation = objstore.NewGeneration(opt.Now())
 	}
 	m := &objstore.Manifest{Version: objstore.ManifestVersion, Node: node, Store: id,
 		Generation: opt.Generation, FirstNS: sp.FirstTraceNS, LastNS: sp.LastTraceNS, Spans: opt.Spans,

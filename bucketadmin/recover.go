@@ -114,7 +114,7 @@ func Recover(ctx context.Context, b objstore.Bucket, prefix string, k discovery.
 	upOpt := opt.Upload
 	upOpt.Spans = rrep.Spans
 	if upOpt.Generation == "" {
-		upOpt.Generation = NewGeneration(nowOr(upOpt.Now))
+		upOpt.Generation = objstore.NewGeneration(nowOr(upOpt.Now))
 	}
 	userBefore := upOpt.BeforeManifest
 	upOpt.BeforeManifest = func() error {

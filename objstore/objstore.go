@@ -23,7 +23,10 @@ package objstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"time"
@@ -97,4 +100,13 @@ func storeName(id uint32) string {
 		id >>= 4
 	}
 	return string(b[:])
+}
+
+// NewGeneration names one upload of a store (an uploader's attempt, or a
+// re-upload of a repaired store): "g", its start time in hex nanoseconds
+// and 4 random bytes, so no two uploads share a name.
+func NewGeneration(now time.Time) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("g%x-%s", now.UnixNano(), hex.EncodeToString(b[:]))
 }

@@ -54,7 +54,6 @@ package tiering
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -367,7 +366,7 @@ func (u *Uploader) Marker(id uint32) (*objstore.Manifest, error) {
 // bucket) and writes its marker; it returns the manifest.
 func (u *Uploader) Upload(ctx context.Context, id uint32) (*objstore.Manifest, error) {
 	start := u.opt.Now()
-	gen := newGeneration(start)
+	gen := objstore.NewGeneration(start)
 	staging := filepath.Join(u.db.Dir(), stagingDir)
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return nil, fmt.Errorf("store %s: %w", storedir.StoreName(id), err)
@@ -868,12 +867,4 @@ func writeMarker(path string, m *objstore.Manifest) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// newGeneration names one upload attempt: its start time and 4 random
-// bytes, so that no two attempts share one.
-func newGeneration(now time.Time) string {
-	var b [4]byte
-	rand.Read(b[:])
-	return fmt.Sprintf("g%x-%s", now.UnixNano(), hex.EncodeToString(b[:]))
 }
