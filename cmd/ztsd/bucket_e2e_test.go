@@ -199,7 +199,9 @@ func TestTwoNodesOneBucket(t *testing.T) {
 	}
 	// The query node starts before anything is uploaded: it finds the
 	// stores by listing manifests every discover_interval.
-	q := daemontest.New(t, bucketConfig(srv, "", ""))
+	// Its index cache goes where object_store.cache_dir says.
+	cacheDir := filepath.Join(t.TempDir(), "index-cache")
+	q := daemontest.New(t, bucketConfig(srv, "", "")+fmt.Sprintf("cache_dir = %q\n", cacheDir))
 	startWithEnv(t, q, env, "--query")
 
 	// Write through both ingesting daemons at once.
@@ -310,6 +312,17 @@ func TestTwoNodesOneBucket(t *testing.T) {
 	m2 := remoteCounters(t, q)
 	checkSearchesMatch(t, q.Client, all)
 	m3 := remoteCounters(t, q)
+	// The searches downloaded index files into cache_dir, not the data dir.
+	var cached int
+	filepath.WalkDir(cacheDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".sst") {
+			cached++
+		}
+		return nil
+	})
+	if cached == 0 {
+		t.Fatalf("no index file in cache_dir %s after %d searches", cacheDir, len(workload.Filters(all)))
+	}
 	tRead := time.Since(t0)
 	nf := float64(len(traces))
 	t.Logf("query node, %d traces by id, cold: %.2f GETs and %.0f bytes per trace (index %d, chunk %d bytes in all); warm: %.2f GETs and %.0f bytes per trace; %d searches: %.0f GETs, %.0f bytes",
