@@ -157,6 +157,20 @@ func (r *cborReader) arrayLen(what string, minElem int) (int, error) {
 	return int(arg), nil
 }
 
+// mapLen reads a definite map head (what, in errors) and returns its
+// number of entries, unchecked against what is left.
+func (r *cborReader) mapLen(what string) (uint64, error) {
+	off := r.pos
+	major, ai, n, err := r.head()
+	if err != nil {
+		return 0, err
+	}
+	if major != majorMap || ai == aiIndefinite {
+		return 0, decodeErrorf(off, "%s must be a definite-length map, found %s", what, describeByte(r.b[off]))
+	}
+	return n, nil
+}
+
 // bytesOf reads n raw bytes of a string body that starts at off.
 func (r *cborReader) bytesOf(off int, arg uint64, what string) ([]byte, error) {
 	if arg > uint64(r.left()) {

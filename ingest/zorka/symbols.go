@@ -122,3 +122,43 @@ func parseFieldType(d string) (name string, n int, ok bool) {
 	}
 	return name, n, true
 }
+
+// str resolves a string symbol (what, at off, in errors).
+func (d *traceDecoder) str(off int, id uint64, what string) (string, error) {
+	s, ok := d.syms.strs[id]
+	if !ok {
+		return "", decodeErrorf(off, "%s: undefined string symbol %d", what, id)
+	}
+	return s, nil
+}
+
+// symbol reads a string symbol id (what, in errors) and resolves it.
+func (d *traceDecoder) symbol(what string) (string, error) {
+	off := d.r.pos
+	id, err := d.r.uint(what)
+	if err != nil {
+		return "", err
+	}
+	return d.str(off, id, what)
+}
+
+// frameStr resolves a stack-frame symbol, where 0 stands for an unknown
+// (null) class, method or file.
+func (d *traceDecoder) frameStr(off int, id uint64, what string) (string, error) {
+	if s, ok := d.syms.strs[id]; ok {
+		return s, nil
+	}
+	if id == 0 {
+		return "", nil
+	}
+	return "", decodeErrorf(off, "%s: undefined string symbol %d", what, id)
+}
+
+// method resolves a method id (at off) to the method as ZICO renders it.
+func (d *traceDecoder) method(off int, id uint64) (string, error) {
+	m, ok := d.syms.methods[id]
+	if !ok {
+		return "", decodeErrorf(off, "undefined method id %d", id)
+	}
+	return m, nil
+}

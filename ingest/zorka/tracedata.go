@@ -9,36 +9,7 @@ import (
 	"github.com/ztsd/ztsd/trace"
 )
 
-// wireFormat is the generation of the agent protocol a body is written in.
-type wireFormat uint8
-
 const (
-	format190 wireFormat = iota + 1 // Zorka 1.90.x, what zorka-tdb consumes
-	format2x                        // Zorka 2.x
-)
-
-// detectTraceFormat tells the two generations apart from a body's first
-// bytes: 2.x records start with C3, its other trace tags are C4–C7 and its
-// C8 (exception ref) is followed by an integer, while the 1.90 C8 (record
-// start) is followed by 9F. Anything else is read as 1.90.
-func detectTraceFormat(b []byte) wireFormat {
-	if len(b) == 0 {
-		return format190
-	}
-	switch b[0] {
-	case 0xC3, 0xC4, 0xC5, 0xC6, 0xC7:
-		return format2x
-	case 0xC8:
-		if len(b) > 1 && b[1] != 0x9F {
-			return format2x
-		}
-	}
-	return format190
-}
-
-const (
-	mask40     = 1<<40 - 1
-	tickShift  = 16 // 1 tick = 2^16 ns
 	maxClockMS = math.MaxInt64 / int64(time.Millisecond)
 	// noStart marks a record whose start time never arrived.
 	noStart = math.MinInt64
@@ -54,7 +25,7 @@ var maxCauseDepth = trace.DefaultLimits().MaxDepth
 type frame struct {
 	rec       *trace.Record // the record in the current submission's piece
 	off       int           // byte offset of the record start, in the submission it began in
-	start     int64         // raw start: ticks (1.90) or ns (2.x)
+	start     int64         // raw start, in the version's unit (wireVersion)
 	stop      int64
 	hasStart  bool
 	hasStop   bool
@@ -75,7 +46,8 @@ type spanState struct {
 	enclosing  *spanState // span the record that began this one was nested in
 	clockMS    int64
 	typ        string
-	typeID     uint64 // 2.x trace-type symbol, for upward attributes
+	typeID     uint64 // trace-type symbol, for 2.x upward attributes
+	legacyType bool   // typeID came from a pre-1.90 agent's TraceBegin
 	extra      trace.Attrs
 	errorMark  bool
 	nextChunk  uint32
@@ -93,7 +65,7 @@ type excEntry struct {
 // openTrace is what a trace that left records open at the end of a
 // submission keeps until the next submission continues it.
 type openTrace struct {
-	format      wireFormat
+	wire        *wireVersion
 	frames      []*frame
 	excs        map[uint64]excEntry
 	submissions uint64
@@ -109,7 +81,7 @@ type traceStats struct {
 // traceDecoder decodes one trace submission.
 type traceDecoder struct {
 	r          cborReader
-	format     wireFormat
+	wire       *wireVersion
 	syms       *symbolTable
 	traceID    trace.TraceID
 	submission uint64 // 0 for the first submission of a trace
@@ -129,18 +101,12 @@ type traceDecoder struct {
 func decodeTrace(syms *symbolTable, traceID trace.TraceID, body []byte, st *openTrace) ([]*trace.Span, *openTrace, traceStats, error) {
 	d := &traceDecoder{r: cborReader{b: body}, syms: syms, traceID: traceID}
 	if st != nil {
-		d.format = st.format
+		d.wire = st.wire
 		d.resume(st)
 	} else {
-		d.format = detectTraceFormat(body)
+		d.wire = detectWire(body)
 	}
-	var err error
-	if d.format == format2x {
-		err = d.run2x()
-	} else {
-		err = d.run190()
-	}
-	if err != nil {
+	if err := d.run(); err != nil {
 		return nil, nil, d.stats, err
 	}
 	spans, next, err := d.finish()
@@ -204,9 +170,10 @@ func (d *traceDecoder) inRecord(off int, what string) (*frame, error) {
 	return d.top(), nil
 }
 
-func (d *traceDecoder) openRecord(off int) error {
+// openRecord begins a record (its start at off) inside the innermost one.
+func (d *traceDecoder) openRecord(off int) (*frame, error) {
 	if len(d.frames) >= trace.MaxDepth {
-		return decodeErrorf(off, "records nested deeper than %d", trace.MaxDepth)
+		return nil, decodeErrorf(off, "records nested deeper than %d", trace.MaxDepth)
 	}
 	var f *frame
 	if n := len(d.free); n > 0 {
@@ -226,7 +193,7 @@ func (d *traceDecoder) openRecord(off int) error {
 	}
 	d.frames = append(d.frames, f)
 	d.stats.records++
-	return nil
+	return f, nil
 }
 
 func (d *traceDecoder) setStart(f *frame, raw int64) {
@@ -244,18 +211,11 @@ func (d *traceDecoder) closeRecord(off int) error {
 	f := d.top()
 	rec := f.rec
 	if f.hasStart && f.hasStop {
-		if d.format == format190 {
-			rec.DurationNS = int64(uint64(f.stop-f.start)&mask40) << tickShift
-		} else {
-			if f.stop < f.start {
-				return decodeErrorf(off, "record ends at %d ns, before it started at %d ns", f.stop, f.start)
-			}
-			dur := f.stop - f.start
-			if dur < 0 {
-				return decodeErrorf(off, "record duration from %d ns to %d ns overflows", f.start, f.stop)
-			}
-			rec.DurationNS = dur
+		dur, err := d.wire.duration(off, f.start, f.stop)
+		if err != nil {
+			return err
 		}
+		rec.DurationNS = dur
 	}
 	rec.Calls, rec.Errors, rec.Open = f.calls, f.errors, false
 	d.frames = d.frames[:len(d.frames)-1]
@@ -273,15 +233,25 @@ func (d *traceDecoder) closeRecord(off int) error {
 	return nil
 }
 
-// begin starts a span at the innermost open record (or, outside any record,
-// a span without a root record).
-func (d *traceDecoder) begin(off int, clockMS int64, spanID, parentID uint64, typ string, typeID uint64, extra trace.Attrs) error {
-	if clockMS < 0 || clockMS > maxClockMS {
-		return decodeErrorf(off, "TraceBegin clock %d ms is out of range", clockMS)
+// spanBegin is what a TraceBegin carries, in either version.
+type spanBegin struct {
+	clockMS          int64
+	spanID, parentID uint64 // 0: none sent
+	typ              string // trace type
+	typeID           uint64 // its symbol id
+	legacyType       bool   // typeID came from a pre-1.90 agent
+	extra            trace.Attrs
+}
+
+// begin starts a span (its TraceBegin at off) at the innermost open record
+// or, outside any record, a span without a root record.
+func (d *traceDecoder) begin(off int, b spanBegin) error {
+	if b.clockMS < 0 || b.clockMS > maxClockMS {
+		return decodeErrorf(off, "TraceBegin clock %d ms is out of range", b.clockMS)
 	}
 	s := &spanState{
-		id: trace.SpanID(spanID), wireParent: trace.SpanID(parentID), clockMS: clockMS,
-		typ: typ, typeID: typeID, extra: extra, nextChunk: 1,
+		id: trace.SpanID(b.spanID), wireParent: trace.SpanID(b.parentID), clockMS: b.clockMS,
+		typ: b.typ, typeID: b.typeID, legacyType: b.legacyType, extra: b.extra, nextChunk: 1,
 		piece: &trace.Span{},
 	}
 	if s.id == 0 {
@@ -415,43 +385,6 @@ func (d *traceDecoder) defineException(off int, id, causeID uint64, exc *trace.E
 	return d.setException(off, exc)
 }
 
-func (d *traceDecoder) exceptionRef(off int, id uint64) error {
-	e, ok := d.excs[id]
-	if !ok {
-		return decodeErrorf(off, "exception ref %d: no exception with that id was sent before in this trace", id)
-	}
-	return d.setException(off, e.exc)
-}
-
-// str resolves a string symbol.
-func (d *traceDecoder) str(off int, id uint64, what string) (string, error) {
-	s, ok := d.syms.strs[id]
-	if !ok {
-		return "", decodeErrorf(off, "%s: undefined string symbol %d", what, id)
-	}
-	return s, nil
-}
-
-// frameStr resolves a stack-frame symbol, where 0 stands for an unknown
-// (null) class, method or file.
-func (d *traceDecoder) frameStr(off int, id uint64, what string) (string, error) {
-	if s, ok := d.syms.strs[id]; ok {
-		return s, nil
-	}
-	if id == 0 {
-		return "", nil
-	}
-	return "", decodeErrorf(off, "%s: undefined string symbol %d", what, id)
-}
-
-func (d *traceDecoder) method(off int, id uint64) (string, error) {
-	m, ok := d.syms.methods[id]
-	if !ok {
-		return "", decodeErrorf(off, "undefined method id %d", id)
-	}
-	return m, nil
-}
-
 // finish checks the end state, completes every piece and returns what to
 // keep for the next submission.
 func (d *traceDecoder) finish() ([]*trace.Span, *openTrace, error) {
@@ -475,7 +408,7 @@ func (d *traceDecoder) finish() ([]*trace.Span, *openTrace, error) {
 			f.span.piece = nil
 		}
 	}
-	return spans, &openTrace{format: d.format, frames: d.frames, excs: d.excs, submissions: d.submission + 1}, nil
+	return spans, &openTrace{wire: d.wire, frames: d.frames, excs: d.excs, submissions: d.submission + 1}, nil
 }
 
 func (d *traceDecoder) finishPiece(s *spanState) *trace.Span {
@@ -499,7 +432,7 @@ func (d *traceDecoder) finishPiece(s *spanState) *trace.Span {
 		}
 		// Only a pre-1.90 agent (TraceBegin [clock, trace type]) wrote
 		// nanosecond starts.
-		nanoStarts := d.format == format190 && s.typeID != 0 && legacyNanoStarts(root, base)
+		nanoStarts := s.legacyType && legacyNanoStarts(root, base)
 		p.Recs = d.finishRecords(root, base, nanoStarts)
 		p.DurationNS, p.Calls, p.Errors = root.DurationNS, root.Calls, root.Errors
 		attrs = make(trace.Attrs, 0, len(root.Attrs)+len(s.extra)+3)
@@ -532,54 +465,13 @@ func (d *traceDecoder) finishRecords(r *trace.Record, base int64, nanoStarts boo
 	case r.StartNS == noStart:
 		r.StartNS = 0
 	case nanoStarts:
-		r.StartNS = int64(uint64(r.StartNS-base) & mask40)
-	case d.format == format190:
-		r.StartNS = int64(uint64(r.StartNS-base)&mask40) << tickShift
+		r.StartNS = legacyNanosSince(r.StartNS, base)
 	default:
-		r.StartNS -= base
+		r.StartNS = d.wire.sinceBase(r.StartNS, base)
 	}
 	n := int64(1)
 	for _, c := range r.Children {
 		n += d.finishRecords(c, base, nanoStarts)
 	}
 	return n
-}
-
-// legacyNanoStarts reports whether the record tree of a pre-1.90 agent's
-// span carries its prolog tstart values in nanoseconds rather than ticks,
-// as the 2017 agent of the zorka-tdb Tomcat sample wrote them (its epilogs hold tstart
-// + duration in ticks, so durations are right either way). The protocol
-// and zorka-tdb read ticks; ztsd reads nanoseconds only when the ticks do
-// not nest (a child starting or ending outside its parent by more than a
-// tick) and nanoseconds do. Such a span gets zorka.tstart_unit = "ns".
-func legacyNanoStarts(root *trace.Record, base int64) bool {
-	ticks := func(raw int64) int64 { return int64(uint64(raw-base)&mask40) << tickShift }
-	nanos := func(raw int64) int64 { return int64(uint64(raw-base) & mask40) }
-	return !recordsNest(root, ticks) && recordsNest(root, nanos)
-}
-
-// recordsNest reports whether every child of r, at every depth, lies
-// within its parent and after its earlier sibling (one tick of slack) when
-// raw starts convert by conv. A record that never ended has no end to
-// check against.
-func recordsNest(r *trace.Record, conv func(int64) int64) bool {
-	const slack = 1 << tickShift
-	if r.StartNS == noStart {
-		return true
-	}
-	ps := conv(r.StartNS)
-	prevEnd := ps
-	for _, c := range r.Children {
-		if c.StartNS != noStart {
-			cs := conv(c.StartNS)
-			if cs < prevEnd-slack || !r.Open && !c.Open && cs+c.DurationNS > ps+r.DurationNS+slack {
-				return false
-			}
-			prevEnd = cs + c.DurationNS
-		}
-		if !recordsNest(c, conv) {
-			return false
-		}
-	}
-	return true
 }

@@ -87,7 +87,7 @@ func (d *traceDecoder) value(depth int) (trace.Value, error) {
 		}
 		return trace.MapValue(kv), nil
 	case majorTag:
-		if d.format == format190 && ai != aiIndefinite && arg == tagStringRef {
+		if d.wire.stringRefs && ai != aiIndefinite && arg == tagStringRef {
 			id, err := r.uint("string ref")
 			if err != nil {
 				return trace.Value{}, err
@@ -108,7 +108,7 @@ func (d *traceDecoder) value(depth int) (trace.Value, error) {
 		case cborNull, cborUndef:
 			return trace.Null(), nil
 		case 0xF9, 0xFA, 0xFB:
-			if d.format == format190 {
+			if !d.wire.floats {
 				return trace.Value{}, decodeErrorf(off, "float in an attribute value: the Zorka 1.90 agent writes floats as text")
 			}
 			switch ai {
@@ -121,6 +121,86 @@ func (d *traceDecoder) value(depth int) (trace.Value, error) {
 		}
 	}
 	return trace.Value{}, decodeErrorf(off, "unexpected %s in an attribute value", describeByte(r.b[off]))
+}
+
+// mapEntries reads the entries of a map whose head is at moff; values are
+// at the given nesting depth.
+func (d *traceDecoder) mapEntries(moff int, indefinite bool, n uint64, depth int) (trace.Attrs, error) {
+	r := &d.r
+	if !indefinite && n > uint64(r.left()/2) {
+		return nil, decodeErrorf(moff, "map of %d entries does not fit the %d bytes left", n, r.left())
+	}
+	var kv trace.Attrs
+	if !indefinite {
+		kv = make(trace.Attrs, 0, n)
+	}
+	for i := uint64(0); indefinite || i < n; i++ {
+		if indefinite {
+			nb, ok := r.peek()
+			if !ok {
+				return nil, decodeErrorf(r.pos, "unexpected end of data in a map that starts at offset %d", moff)
+			}
+			if nb == cborBreak {
+				r.pos++
+				break
+			}
+		}
+		k, err := d.key()
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		kv = append(kv, trace.Attr{Key: k, Value: v})
+	}
+	return kv, nil
+}
+
+// key reads an attribute key: a string ref (1.90), text, or an integer
+// (kept as its decimal text).
+func (d *traceDecoder) key() (string, error) {
+	r := &d.r
+	off := r.pos
+	nb, ok := r.peek()
+	if !ok {
+		return "", decodeErrorf(off, "unexpected end of data: attribute key expected")
+	}
+	switch nb >> 5 {
+	case majorText:
+		return r.text("attribute key", false)
+	case majorUint, majorNegInt:
+		_, _, arg, err := r.head()
+		if err != nil {
+			return "", err
+		}
+		if nb>>5 == majorUint {
+			if arg > math.MaxInt64 {
+				return bigIntText(majorUint, arg), nil
+			}
+			return formatInt(int64(arg)), nil
+		}
+		if arg > math.MaxInt64 {
+			return bigIntText(majorNegInt, arg), nil
+		}
+		return formatInt(int64(^arg)), nil
+	case majorTag:
+		if d.wire.stringRefs {
+			_, ai, tag, err := r.head()
+			if err != nil {
+				return "", err
+			}
+			if ai != aiIndefinite && tag == tagStringRef {
+				id, err := r.uint("attribute key ref")
+				if err != nil {
+					return "", err
+				}
+				return d.str(off, id, "attribute key")
+			}
+		}
+	}
+	return "", decodeErrorf(off, "attribute key must be a string or a string ref, found %s", describeByte(nb))
 }
 
 // halfToFloat64 converts an IEEE 754 half-precision float.

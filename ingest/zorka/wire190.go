@@ -48,68 +48,76 @@ const flagErrorMark = 0x08
 // ids are random 64-bit values.
 const legacyTraceTypeLimit = 1 << 16
 
-func (d *traceDecoder) run190() error {
+// wire190 is the Zorka 1.90 trace data: prolog and epilog words in ticks,
+// C6 string refs in attributes, no floats.
+var wire190 = &wireVersion{
+	item:       (*traceDecoder).item190,
+	duration:   ticksDuration,
+	sinceBase:  ticksSince,
+	stringRefs: true,
+}
+
+const (
+	mask40    = 1<<40 - 1
+	tickShift = 16 // 1 tick = 2^16 ns
+)
+
+// ticksSince converts a 40-bit tick counter value to ns after base (the
+// counter wraps).
+func ticksSince(raw, base int64) int64 { return int64(uint64(raw-base)&mask40) << tickShift }
+
+// ticksDuration is a record's duration from its start and stop ticks.
+func ticksDuration(_ int, start, stop int64) (int64, error) { return ticksSince(stop, start), nil }
+
+// begin190 is the 1.90 TraceBegin D8 21 [clock, span id?, parent id?].
+var begin190 = beginForm{
+	what: "TraceBegin", arity: "1 to 3 elements", minN: 1, maxN: 3,
+	clock: "TraceBegin clock", span: "TraceBegin span id", parent: "TraceBegin parent id",
+}
+
+// exception190 is the 1.90 EXCEPTION D8 22 [id, C6 class, message (text or
+// symbol id), cause, stack].
+var exception190 = exceptionForm{
+	what: "exception", arity: "5 elements [id, class, message, cause, stack]", minN: 5, maxN: 5,
+	classRef: true, messageSymbol: true,
+}
+
+// item190 reads one tagged item of 1.90 trace data.
+func (d *traceDecoder) item190(off int, tag uint64) error {
 	r := &d.r
-	for !r.eof() {
-		off := r.pos
-		b := r.b[off]
-		if b == cborBreak {
-			r.pos++
-			if len(d.frames) == 0 {
-				return decodeErrorf(off, "break outside a record")
-			}
-			if err := d.closeRecord(off); err != nil {
-				return err
-			}
-			continue
+	switch tag {
+	case tagTraceStart:
+		if err := d.recordArray(off, "record start (tag 8)"); err != nil {
+			return err
 		}
-		major, ai, tag, err := r.head()
+		_, err := d.openRecord(off)
+		return err
+	case tagPrologBE, tagPrologLE:
+		return d.prolog190(off, tag == tagPrologLE)
+	case tagEpilogBE, tagEpilogLE:
+		return d.epilog190(off, tag == tagEpilogLE)
+	case tagTraceAttr:
+		kv, err := d.attrMap()
 		if err != nil {
 			return err
 		}
-		if major != majorTag || ai == aiIndefinite {
-			return decodeErrorf(off, "expected a tagged item, found %s", describeByte(b))
-		}
-		switch tag {
-		case tagTraceStart:
-			if nb, ok := r.peek(); !ok || nb != 0x9F {
-				return decodeErrorf(off, "record start (tag 8) must be followed by an indefinite array")
-			}
-			r.pos++
-			err = d.openRecord(off)
-		case tagPrologBE, tagPrologLE:
-			err = d.prolog190(off, tag == tagPrologLE)
-		case tagEpilogBE, tagEpilogLE:
-			err = d.epilog190(off, tag == tagEpilogLE)
-		case tagTraceAttr:
-			var kv trace.Attrs
-			if kv, err = d.attrMap(off); err == nil {
-				err = d.addAttrs(off, kv)
-			}
-		case tagTraceBegin:
-			err = d.traceBegin190(off)
-		case tagTraceFlags:
-			var v uint64
-			if v, err = r.uint("trace flags"); err == nil && v&flagErrorMark != 0 {
-				err = d.markError(off)
-			}
-		case tagTraceInfo:
-			err = d.traceInfo190(off)
-		case tagException:
-			err = d.exception190(off)
-		case tagExceptionRef:
-			var id uint64
-			if id, err = r.uint("exception ref"); err == nil {
-				err = d.exceptionRef(off, id)
-			}
-		default:
-			return decodeErrorf(off, "unknown tag %d in Zorka 1.90 trace data", tag)
-		}
-		if err != nil {
+		return d.addAttrs(off, kv)
+	case tagTraceBegin:
+		return d.traceBegin190(off)
+	case tagTraceFlags:
+		v, err := r.uint("trace flags")
+		if err != nil || v&flagErrorMark == 0 {
 			return err
 		}
+		return d.markError(off)
+	case tagTraceInfo:
+		return d.traceInfo190()
+	case tagException:
+		return d.exception(off, &exception190)
+	case tagExceptionRef:
+		return d.exceptionRef(off)
 	}
-	return nil
+	return decodeErrorf(off, "unknown tag %d in Zorka 1.90 trace data", tag)
 }
 
 // word reads an 8-byte prolog/epilog word in the given byte order.
@@ -122,6 +130,7 @@ func (d *traceDecoder) word(le bool) uint64 {
 	return binary.BigEndian.Uint64(p)
 }
 
+// prolog190 reads a prolog: start ticks and method id of the record.
 func (d *traceDecoder) prolog190(off int, le bool) error {
 	f, err := d.inRecord(off, "prolog")
 	if err != nil {
@@ -142,9 +151,10 @@ func (d *traceDecoder) prolog190(off int, le bool) error {
 	return nil
 }
 
+// epilog190 reads an epilog (stop ticks and calls) and the break that
+// ends its record.
 func (d *traceDecoder) epilog190(off int, le bool) error {
-	f, err := d.inRecord(off, "epilog")
-	if err != nil {
+	if _, err := d.inRecord(off, "epilog"); err != nil {
 		return err
 	}
 	r := &d.r
@@ -162,7 +172,6 @@ func (d *traceDecoder) epilog190(off int, le bool) error {
 	}
 	r.pos++
 	w := d.word(le)
-	f.stop, f.hasStop = int64(w&mask40), true
 	calls := w >> 40
 	if n == 16 {
 		calls = d.word(le)
@@ -170,61 +179,34 @@ func (d *traceDecoder) epilog190(off int, le bool) error {
 			calls = math.MaxInt64
 		}
 	}
-	f.calls = int64(calls)
-	if nb, ok := r.peek(); !ok || nb != cborBreak {
-		return decodeErrorf(r.pos, "epilog must be the last item of its record (followed by a break)")
-	}
-	r.pos++
-	return d.closeRecord(off)
+	return d.endRecord(off, "epilog", int64(w&mask40), int64(calls))
 }
 
+// traceBegin190 reads a TraceBegin. [clock, n] with 0 < n < 2^16 comes from
+// a pre-1.90 agent: n is a trace-type id.
 func (d *traceDecoder) traceBegin190(off int) error {
-	r := &d.r
-	n, err := r.arrayLen("TraceBegin", 1)
+	b, n, err := d.readBegin(off, &begin190)
 	if err != nil {
 		return err
 	}
-	if n < 1 || n > 3 {
-		return decodeErrorf(off, "TraceBegin must have 1 to 3 elements, has %d", n)
-	}
-	clock, err := r.int64("TraceBegin clock")
-	if err != nil {
-		return err
-	}
-	var spanID, parentID, typeID uint64
-	var typ string
-	var extra trace.Attrs
-	if n >= 2 {
-		elemOff := r.pos
-		if spanID, err = r.intBits("TraceBegin span id"); err != nil {
-			return err
-		}
-		if n == 2 && r.b[elemOff]>>5 == majorUint && spanID > 0 && spanID < legacyTraceTypeLimit {
-			typeID, spanID = spanID, 0
-			if s, ok := d.syms.strs[typeID]; ok {
-				typ = s
-			} else {
-				extra = trace.Attrs{{Key: "zorka.trace_type", Value: trace.Int(int64(typeID))}}
-			}
+	if n == 2 && b.spanID > 0 && b.spanID < legacyTraceTypeLimit {
+		b.typeID, b.spanID, b.legacyType = b.spanID, 0, true
+		if s, ok := d.syms.strs[b.typeID]; ok {
+			b.typ = s
+		} else {
+			b.extra = trace.Attrs{{Key: "zorka.trace_type", Value: trace.Int(int64(b.typeID))}}
 		}
 	}
-	if n == 3 {
-		if parentID, err = r.intBits("TraceBegin parent id"); err != nil {
-			return err
-		}
-	}
-	return d.begin(off, clock, spanID, parentID, typ, typeID, extra)
+	return d.begin(off, b)
 }
 
-func (d *traceDecoder) traceInfo190(off int) error {
+// traceInfo190 reads a TRACE_INFO map of trace info keys to integers.
+func (d *traceDecoder) traceInfo190() error {
 	r := &d.r
 	moff := r.pos
-	major, ai, n, err := r.head()
+	n, err := r.mapLen("trace info")
 	if err != nil {
 		return err
-	}
-	if major != majorMap || ai == aiIndefinite {
-		return decodeErrorf(moff, "trace info must be a definite-length map, found %s", describeByte(r.b[moff]))
 	}
 	if n == 0 || n > uint64(r.left()/2) {
 		return decodeErrorf(moff, "trace info map of %d entries (%d bytes left)", n, r.left())
@@ -271,7 +253,7 @@ func (d *traceDecoder) traceInfoItem(off int, key, v uint64) error {
 			f.span.clockMS = int64(v)
 			return nil
 		}
-		return d.begin(off, int64(v), 0, 0, "", 0, nil)
+		return d.begin(off, spanBegin{clockMS: int64(v)})
 	case tiFlags:
 		if v&flagErrorMark != 0 {
 			return d.markError(off)
@@ -311,102 +293,8 @@ func (d *traceDecoder) traceInfoItem(off int, key, v uint64) error {
 	return nil
 }
 
-func (d *traceDecoder) exception190(off int) error {
-	r := &d.r
-	n, err := r.arrayLen("exception", 1)
-	if err != nil {
-		return err
-	}
-	if n != 5 {
-		return decodeErrorf(off, "exception must have 5 elements [id, class, message, cause, stack], has %d", n)
-	}
-	id, err := r.uint("exception id")
-	if err != nil {
-		return err
-	}
-	coff := r.pos
-	major, ai, tag, err := r.head()
-	if err != nil {
-		return err
-	}
-	if major != majorTag || ai == aiIndefinite || tag != tagStringRef {
-		return decodeErrorf(coff, "exception class must be a string ref (tag 6), found %s", describeByte(r.b[coff]))
-	}
-	cid, err := r.uint("exception class")
-	if err != nil {
-		return err
-	}
-	exc := &trace.Exception{}
-	if exc.Class, err = d.str(coff, cid, "exception class"); err != nil {
-		return err
-	}
-	moff := r.pos
-	if nb, ok := r.peek(); ok && nb>>5 == majorUint {
-		mid, _ := r.uint("exception message")
-		if exc.Message, err = d.str(moff, mid, "exception message"); err != nil {
-			return err
-		}
-	} else if exc.Message, err = r.text("exception message", true); err != nil {
-		return err
-	}
-	cause, err := r.uint("exception cause")
-	if err != nil {
-		return err
-	}
-	if exc.Stack, err = d.stack(); err != nil {
-		return err
-	}
-	return d.defineException(off, id, cause, exc)
-}
-
-// stack reads an exception's stack: an array of [class, method, file, line]
-// with plain symbol ids.
-func (d *traceDecoder) stack() ([]trace.StackFrame, error) {
-	r := &d.r
-	k, err := r.arrayLen("exception stack", 5)
-	if err != nil {
-		return nil, err
-	}
-	if k == 0 {
-		return nil, nil
-	}
-	frames := make([]trace.StackFrame, k)
-	for i := range frames {
-		eoff := r.pos
-		n, err := r.arrayLen("stack element", 1)
-		if err != nil {
-			return nil, err
-		}
-		if n != 4 {
-			return nil, decodeErrorf(eoff, "stack element must have 4 elements [class, method, file, line], has %d", n)
-		}
-		var ids [3]uint64
-		for j := range ids {
-			if ids[j], err = r.uint("stack element symbol"); err != nil {
-				return nil, err
-			}
-		}
-		line, err := r.int64("stack element line")
-		if err != nil {
-			return nil, err
-		}
-		fr := &frames[i]
-		if fr.Class, err = d.frameStr(eoff, ids[0], "stack element class"); err != nil {
-			return nil, err
-		}
-		if fr.Method, err = d.frameStr(eoff, ids[1], "stack element method"); err != nil {
-			return nil, err
-		}
-		if fr.File, err = d.frameStr(eoff, ids[2], "stack element file"); err != nil {
-			return nil, err
-		}
-		fr.Line = line
-	}
-	return frames, nil
-}
-
 // attrMap reads a TRACE_ATTR map (definite or indefinite).
-func (d *traceDecoder) attrMap(off int) (trace.Attrs, error) {
+func (d *traceDecoder) attrMap() (trace.Attrs, error) {
 	r := &d.r
 	moff := r.pos
 	major, ai, n, err := r.head()
@@ -419,82 +307,45 @@ func (d *traceDecoder) attrMap(off int) (trace.Attrs, error) {
 	return d.mapEntries(moff, ai == aiIndefinite, n, 1)
 }
 
-// mapEntries reads the entries of a map whose head is at moff; values are
-// at the given nesting depth.
-func (d *traceDecoder) mapEntries(moff int, indefinite bool, n uint64, depth int) (trace.Attrs, error) {
-	r := &d.r
-	if !indefinite && n > uint64(r.left()/2) {
-		return nil, decodeErrorf(moff, "map of %d entries does not fit the %d bytes left", n, r.left())
-	}
-	var kv trace.Attrs
-	if !indefinite {
-		kv = make(trace.Attrs, 0, n)
-	}
-	for i := uint64(0); indefinite || i < n; i++ {
-		if indefinite {
-			nb, ok := r.peek()
-			if !ok {
-				return nil, decodeErrorf(r.pos, "unexpected end of data in a map that starts at offset %d", moff)
-			}
-			if nb == cborBreak {
-				r.pos++
-				break
-			}
-		}
-		k, err := d.key()
-		if err != nil {
-			return nil, err
-		}
-		v, err := d.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		kv = append(kv, trace.Attr{Key: k, Value: v})
-	}
-	return kv, nil
+// legacyNanoStarts reports whether the record tree of a pre-1.90 agent's
+// span carries its prolog tstart values in nanoseconds rather than ticks,
+// as the 2017 agent of the zorka-tdb Tomcat sample wrote them (its epilogs hold tstart
+// + duration in ticks, so durations are right either way). The protocol
+// and zorka-tdb read ticks; ztsd reads nanoseconds only when the ticks do
+// not nest (a child starting or ending outside its parent by more than a
+// tick) and nanoseconds do. Such a span gets zorka.tstart_unit = "ns".
+func legacyNanoStarts(root *trace.Record, base int64) bool {
+	ticks := func(raw int64) int64 { return ticksSince(raw, base) }
+	nanos := func(raw int64) int64 { return legacyNanosSince(raw, base) }
+	return !recordsNest(root, ticks) && recordsNest(root, nanos)
 }
 
-// key reads an attribute key: a string ref (1.90), text, or an integer
-// (kept as its decimal text).
-func (d *traceDecoder) key() (string, error) {
-	r := &d.r
-	off := r.pos
-	nb, ok := r.peek()
-	if !ok {
-		return "", decodeErrorf(off, "unexpected end of data: attribute key expected")
+// legacyNanosSince converts a pre-1.90 agent's 40-bit nanosecond start to
+// ns after base.
+func legacyNanosSince(raw, base int64) int64 { return int64(uint64(raw-base) & mask40) }
+
+// recordsNest reports whether every child of r, at every depth, lies
+// within its parent and after its earlier sibling (one tick of slack) when
+// raw starts convert by conv. A record that never ended has no end to
+// check against.
+func recordsNest(r *trace.Record, conv func(int64) int64) bool {
+	const slack = 1 << tickShift
+	if r.StartNS == noStart {
+		return true
 	}
-	switch nb >> 5 {
-	case majorText:
-		return r.text("attribute key", false)
-	case majorUint, majorNegInt:
-		_, _, arg, err := r.head()
-		if err != nil {
-			return "", err
-		}
-		if nb>>5 == majorUint {
-			if arg > math.MaxInt64 {
-				return bigIntText(majorUint, arg), nil
+	ps := conv(r.StartNS)
+	prevEnd := ps
+	for _, c := range r.Children {
+		if c.StartNS != noStart {
+			cs := conv(c.StartNS)
+			if cs < prevEnd-slack || !r.Open && !c.Open && cs+c.DurationNS > ps+r.DurationNS+slack {
+				return false
 			}
-			return formatInt(int64(arg)), nil
+			prevEnd = cs + c.DurationNS
 		}
-		if arg > math.MaxInt64 {
-			return bigIntText(majorNegInt, arg), nil
-		}
-		return formatInt(int64(^arg)), nil
-	case majorTag:
-		if d.format == format190 {
-			_, ai, tag, err := r.head()
-			if err != nil {
-				return "", err
-			}
-			if ai != aiIndefinite && tag == tagStringRef {
-				id, err := r.uint("attribute key ref")
-				if err != nil {
-					return "", err
-				}
-				return d.str(off, id, "attribute key")
-			}
+		if !recordsNest(c, conv) {
+			return false
 		}
 	}
-	return "", decodeErrorf(off, "attribute key must be a string or a string ref, found %s", describeByte(nb))
+	return true
 }

@@ -17,62 +17,72 @@ const (
 // flag2ErrorMark is the 2.x TraceMarker ERROR_MARK bit of TRACE_END flags.
 const flag2ErrorMark = 0x1000
 
-func (d *traceDecoder) run2x() error {
-	r := &d.r
-	for !r.eof() {
-		off := r.pos
-		b := r.b[off]
-		if b == cborBreak {
-			r.pos++
-			if len(d.frames) == 0 {
-				return decodeErrorf(off, "break outside a record")
-			}
-			if err := d.closeRecord(off); err != nil {
-				return err
-			}
-			continue
-		}
-		major, ai, tag, err := r.head()
-		if err != nil {
-			return err
-		}
-		if major != majorTag || ai == aiIndefinite {
-			return decodeErrorf(off, "expected a tagged item, found %s", describeByte(b))
-		}
-		switch tag {
-		case tag2TraceStart:
-			err = d.traceStart2x(off)
-		case tag2TraceEnd:
-			err = d.traceEnd2x(off)
-		case tag2TraceBegin:
-			err = d.traceBegin2x(off)
-		case tag2TraceAttr:
-			err = d.traceAttr2x(off)
-		case tag2Exception:
-			err = d.exception2x(off)
-		case tag2ExceptionRef:
-			var id uint64
-			if id, err = r.uint("exception ref"); err == nil {
-				err = d.exceptionRef(off, id)
-			}
-		case tagStringDef, tagMethodDef:
-			return decodeErrorf(off, "symbol definition (tag %d) in trace data: symbols belong in agent data", tag)
-		default:
-			return decodeErrorf(off, "unknown tag %d in Zorka 2.x trace data", tag)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+// wire2x is the Zorka 2.x trace data: record times in ns, attribute keys
+// as bare symbol ids, floats allowed.
+var wire2x = &wireVersion{
+	item:      (*traceDecoder).item2x,
+	duration:  nsDuration,
+	sinceBase: func(raw, base int64) int64 { return raw - base },
+	floats:    true,
 }
 
-func (d *traceDecoder) traceStart2x(off int) error {
-	r := &d.r
-	if nb, ok := r.peek(); !ok || nb != 0x9F {
-		return decodeErrorf(off, "TRACE_START (tag 3) must be followed by an indefinite array")
+// nsDuration is a record's duration from its start and stop in ns.
+func nsDuration(off int, start, stop int64) (int64, error) {
+	if stop < start {
+		return 0, decodeErrorf(off, "record ends at %d ns, before it started at %d ns", stop, start)
 	}
-	r.pos++
+	dur := stop - start
+	if dur < 0 {
+		return 0, decodeErrorf(off, "record duration from %d ns to %d ns overflows", start, stop)
+	}
+	return dur, nil
+}
+
+// begin2x is the 2.x TRACE_BEGIN C5 [clock, trace type, span id?, parent id?].
+var begin2x = beginForm{
+	what: "TRACE_BEGIN", arity: "2 to 4 elements [clock, type, span id, parent id]", minN: 2, maxN: 4,
+	typed: true, clock: "TRACE_BEGIN clock", typ: "TRACE_BEGIN trace type",
+	span: "TRACE_BEGIN span id", parent: "TRACE_BEGIN parent id",
+}
+
+// exception2x is the 2.x EXCEPTION C7 [id, class, message, cause, stack or
+// null, attributes?] with bare symbol ids.
+var exception2x = exceptionForm{
+	what: "EXCEPTION", arity: "5 or 6 elements [id, class, message, cause, stack, attrs]", minN: 5, maxN: 6,
+	nullStack: true,
+}
+
+// item2x reads one tagged item of 2.x trace data.
+func (d *traceDecoder) item2x(off int, tag uint64) error {
+	switch tag {
+	case tag2TraceStart:
+		return d.traceStart2x(off)
+	case tag2TraceEnd:
+		return d.traceEnd2x(off)
+	case tag2TraceBegin:
+		b, _, err := d.readBegin(off, &begin2x)
+		if err != nil {
+			return err
+		}
+		return d.begin(off, b)
+	case tag2TraceAttr:
+		return d.traceAttr2x(off)
+	case tag2Exception:
+		return d.exception(off, &exception2x)
+	case tag2ExceptionRef:
+		return d.exceptionRef(off)
+	case tagStringDef, tagMethodDef:
+		return decodeErrorf(off, "symbol definition (tag %d) in trace data: symbols belong in agent data", tag)
+	}
+	return decodeErrorf(off, "unknown tag %d in Zorka 2.x trace data", tag)
+}
+
+// traceStart2x reads TRACE_START 9F tstart method-id and opens the record.
+func (d *traceDecoder) traceStart2x(off int) error {
+	if err := d.recordArray(off, "TRACE_START (tag 3)"); err != nil {
+		return err
+	}
+	r := &d.r
 	start, err := r.int64("TRACE_START time")
 	if err != nil {
 		return err
@@ -86,18 +96,19 @@ func (d *traceDecoder) traceStart2x(off int) error {
 	if err != nil {
 		return err
 	}
-	if err := d.openRecord(off); err != nil {
+	f, err := d.openRecord(off)
+	if err != nil {
 		return err
 	}
-	f := d.top()
 	d.setStart(f, start)
 	d.setMethod(f, m)
 	return nil
 }
 
+// traceEnd2x reads TRACE_END [tstop, calls, flags?] and the break that ends
+// its record.
 func (d *traceDecoder) traceEnd2x(off int) error {
-	f, err := d.inRecord(off, "TRACE_END")
-	if err != nil {
+	if _, err := d.inRecord(off, "TRACE_END"); err != nil {
 		return err
 	}
 	r := &d.r
@@ -131,50 +142,7 @@ func (d *traceDecoder) traceEnd2x(off int) error {
 			}
 		}
 	}
-	if nb, ok := r.peek(); !ok || nb != cborBreak {
-		return decodeErrorf(r.pos, "TRACE_END must be the last item of its record (followed by a break)")
-	}
-	r.pos++
-	f.stop, f.hasStop, f.calls = stop, true, calls
-	return d.closeRecord(off)
-}
-
-func (d *traceDecoder) traceBegin2x(off int) error {
-	r := &d.r
-	n, err := r.arrayLen("TRACE_BEGIN", 1)
-	if err != nil {
-		return err
-	}
-	if n < 2 || n > 4 {
-		return decodeErrorf(off, "TRACE_BEGIN must have 2 to 4 elements [clock, type, span id, parent id], has %d", n)
-	}
-	clock, err := r.int64("TRACE_BEGIN clock")
-	if err != nil {
-		return err
-	}
-	toff := r.pos
-	typeID, err := r.uint("TRACE_BEGIN trace type")
-	if err != nil {
-		return err
-	}
-	var typ string
-	if typeID != 0 {
-		if typ, err = d.str(toff, typeID, "TRACE_BEGIN trace type"); err != nil {
-			return err
-		}
-	}
-	var spanID, parentID uint64
-	if n >= 3 {
-		if spanID, err = r.intBits("TRACE_BEGIN span id"); err != nil {
-			return err
-		}
-	}
-	if n == 4 {
-		if parentID, err = r.intBits("TRACE_BEGIN parent id"); err != nil {
-			return err
-		}
-	}
-	return d.begin(off, clock, spanID, parentID, typ, typeID, nil)
+	return d.endRecord(off, "TRACE_END", stop, calls)
 }
 
 // traceAttr2x reads [key, value] for the current record, or the upward
@@ -197,20 +165,11 @@ func (d *traceDecoder) traceAttr2x(off int) error {
 			return err
 		}
 	}
-	koff := r.pos
-	kid, err := r.uint("TRACE_ATTR key")
+	a, err := d.symbolAttr("TRACE_ATTR key")
 	if err != nil {
 		return err
 	}
-	k, err := d.str(koff, kid, "TRACE_ATTR key")
-	if err != nil {
-		return err
-	}
-	v, err := d.value(1)
-	if err != nil {
-		return err
-	}
-	kv := trace.Attrs{{Key: k, Value: v}}
+	kv := trace.Attrs{a}
 	if upward {
 		for i := len(d.frames) - 1; i >= 0; i-- {
 			if s := d.frames[i].span; s != nil && (typeID == 0 || s.typeID == typeID) {
@@ -220,79 +179,4 @@ func (d *traceDecoder) traceAttr2x(off int) error {
 		}
 	}
 	return d.addAttrs(off, kv)
-}
-
-func (d *traceDecoder) exception2x(off int) error {
-	r := &d.r
-	n, err := r.arrayLen("EXCEPTION", 1)
-	if err != nil {
-		return err
-	}
-	if n != 5 && n != 6 {
-		return decodeErrorf(off, "EXCEPTION must have 5 or 6 elements [id, class, message, cause, stack, attrs], has %d", n)
-	}
-	id, err := r.uint("exception id")
-	if err != nil {
-		return err
-	}
-	coff := r.pos
-	cid, err := r.uint("exception class")
-	if err != nil {
-		return err
-	}
-	exc := &trace.Exception{}
-	if exc.Class, err = d.str(coff, cid, "exception class"); err != nil {
-		return err
-	}
-	if exc.Message, err = r.text("exception message", true); err != nil {
-		return err
-	}
-	cause, err := r.uint("exception cause")
-	if err != nil {
-		return err
-	}
-	if nb, ok := r.peek(); ok && nb == cborNull {
-		r.pos++
-	} else if exc.Stack, err = d.stack(); err != nil {
-		return err
-	}
-	var kv trace.Attrs
-	if n == 6 {
-		// Exception attributes: a map keyed by symbol ids. They go to the
-		// record, which has nowhere else to keep them.
-		moff := r.pos
-		major, ai, m, err := r.head()
-		if err != nil {
-			return err
-		}
-		if major != majorMap || ai == aiIndefinite {
-			return decodeErrorf(moff, "exception attributes must be a definite-length map, found %s", describeByte(r.b[moff]))
-		}
-		if m > uint64(r.left()/2) {
-			return decodeErrorf(moff, "map of %d entries does not fit the %d bytes left", m, r.left())
-		}
-		for i := uint64(0); i < m; i++ {
-			koff := r.pos
-			kid, err := r.uint("exception attribute key")
-			if err != nil {
-				return err
-			}
-			k, err := d.str(koff, kid, "exception attribute key")
-			if err != nil {
-				return err
-			}
-			v, err := d.value(1)
-			if err != nil {
-				return err
-			}
-			kv = append(kv, trace.Attr{Key: k, Value: v})
-		}
-	}
-	if err := d.defineException(off, id, cause, exc); err != nil {
-		return err
-	}
-	if len(kv) > 0 {
-		return d.addAttrs(off, kv)
-	}
-	return nil
 }
