@@ -22,8 +22,11 @@ type agentStats struct {
 func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int, maxBytes int64) (*agentDefs, agentStats, error) {
 	defs := &agentDefs{strs: make(map[uint64]string), methods: make(map[uint64]string)}
 	var st agentStats
+	// What the body adds to: nothing after a reset (nil maps read empty).
+	var baseStrs, baseMethods map[uint64]string
 	baseCount, baseBytes := 0, int64(0)
 	if !reset {
+		baseStrs, baseMethods = base.strs, base.methods
 		baseCount, baseBytes = base.count(), base.bytes
 	}
 	newEntries := 0
@@ -31,11 +34,8 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 		if s, ok := defs.strs[id]; ok {
 			return s, true
 		}
-		if !reset {
-			s, ok := base.strs[id]
-			return s, ok
-		}
-		return "", false
+		s, ok := baseStrs[id]
+		return s, ok
 	}
 	account := func(off int, isNew bool, n int) error {
 		if isNew {
@@ -89,7 +89,7 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 				}
 			}
 			_, inDefs := defs.strs[id]
-			_, inBase := lookupBase(base, reset, id)
+			_, inBase := baseStrs[id]
 			if err := account(off, !inDefs && !inBase, len(text)); err != nil {
 				return nil, st, err
 			}
@@ -119,10 +119,7 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 			}
 			m := renderMethod(parts[0], parts[1], parts[2])
 			_, inDefs := defs.methods[ids[0]]
-			inBase := false
-			if !reset {
-				_, inBase = base.methods[ids[0]]
-			}
+			_, inBase := baseMethods[ids[0]]
 			if err := account(off, !inDefs && !inBase, len(m)); err != nil {
 				return nil, st, err
 			}
@@ -135,31 +132,24 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 	return defs, st, nil
 }
 
-func lookupBase(base *symbolTable, reset bool, id uint64) (string, bool) {
-	if reset {
-		return "", false
-	}
-	s, ok := base.strs[id]
-	return s, ok
-}
-
 // apply commits staged definitions; re-definitions overwrite.
 func (t *symbolTable) apply(defs *agentDefs, reset bool) {
 	if reset {
 		t.clear()
 	}
-	for id, s := range defs.strs {
-		if old, ok := t.strs[id]; ok {
-			t.bytes -= int64(len(old)) + symbolOverhead
+	t.bytes += merge(t.strs, defs.strs)
+	t.bytes += merge(t.methods, defs.methods)
+}
+
+// merge copies src into dst, overwriting, and returns by how much the
+// accounted size of dst grew.
+func merge(dst, src map[uint64]string) (grew int64) {
+	for id, s := range src {
+		if old, ok := dst[id]; ok {
+			grew -= int64(len(old)) + symbolOverhead
 		}
-		t.strs[id] = s
-		t.bytes += int64(len(s)) + symbolOverhead
+		dst[id] = s
+		grew += int64(len(s)) + symbolOverhead
 	}
-	for id, m := range defs.methods {
-		if old, ok := t.methods[id]; ok {
-			t.bytes -= int64(len(old)) + symbolOverhead
-		}
-		t.methods[id] = m
-		t.bytes += int64(len(m)) + symbolOverhead
-	}
+	return grew
 }
