@@ -75,6 +75,39 @@
 // the next piece repeats the open path as first children (see
 // trace.AssembleChunks, which merges pieces back into one span).
 //
+// # Files
+//
+// Record handling exists once; each wire generation only supplies its
+// framing and field numbering:
+//
+//   - items.go: wireVersion, what a generation supplies (its tag switch,
+//     how its record times count, whether attributes may hold string refs
+//     or floats); format detection; the one item loop (a break ends the
+//     innermost record); the items both generations send in the same
+//     shape, read once and laid out by per-version forms: TraceBegin
+//     (beginForm), exceptions with stacks and attributes (exceptionForm),
+//     record ends, exception refs, symbol-keyed attributes.
+//   - wire190.go: Zorka 1.90 tags and forms, its item switch, prolog and
+//     epilog words (40-bit ticks), trace info maps, C9 attribute maps,
+//     pre-1.90 trace types and nanosecond starts.
+//   - wire2x.go: Zorka 2.x tags and forms, its item switch, TRACE_START /
+//     TRACE_END (ns), upward TRACE_ATTR.
+//   - tracedata.go: the decoder state and record handling: open records,
+//     spans begun and nested, exceptions and causes, attributes, error
+//     marks, limits (depth, exceptions, cause chains), generated span ids,
+//     continuing a streamed trace, and turning it all into trace.Span
+//     pieces.
+//   - value.go: attribute keys and values, both generations.
+//   - symbols.go: a session's symbol table, resolving string and method
+//     ids in trace data, rendering methods as ZICO does.
+//   - agentdata.go: agent-data bodies (string and method definitions of
+//     both generations), staged and accounted, applied whole.
+//   - cbor.go: bounds-checked CBOR reading, agent text to UTF-8.
+//   - errors.go: DecodeError and the sentinel errors.
+//   - sessions.go: Sessions, Options and their bounds.
+//   - dump.go, bodies.go: ZICO request dumps and raw captured bodies for
+//     ztsctl import.
+//
 // # Errors
 //
 // Malformed input is rejected with a *DecodeError naming the byte offset:
