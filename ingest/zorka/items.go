@@ -10,8 +10,9 @@ import (
 // spans, exceptions, attributes, symbols, limits and errors — is handled
 // once, in tracedata.go and in the shared-shape items below.
 type wireVersion struct {
-	// item reads one tagged item; its tag head, at off, has been read.
-	item func(d *traceDecoder, off int, tag uint64) error
+	// items says which item switch reads the version's tagged items
+	// (traceDecoder.item).
+	items itemSet
 	// duration turns a record's raw start and stop into nanoseconds; off
 	// is where the record ended, for errors.
 	duration func(off int, start, stop int64) (int64, error)
@@ -22,6 +23,24 @@ type wireVersion struct {
 	stringRefs bool
 	// floats: attribute values may be CBOR floats.
 	floats bool
+}
+
+// itemSet names a version's item switch. It is not a func value so that
+// the decoder, which every item reader gets, can stay on the stack.
+type itemSet uint8
+
+const (
+	items190 itemSet = iota // traceDecoder.item190
+	items2x                 // traceDecoder.item2x
+)
+
+// item reads one tagged item of the body's version; its tag head, at off,
+// has been read.
+func (d *traceDecoder) item(off int, tag uint64) error {
+	if d.wire.items == items2x {
+		return d.item2x(off, tag)
+	}
+	return d.item190(off, tag)
 }
 
 // detectWire tells the two generations apart from a trace body's first
@@ -68,7 +87,7 @@ func (d *traceDecoder) run() error {
 		if major != majorTag || ai == aiIndefinite {
 			return decodeErrorf(off, "expected a tagged item, found %s", describeByte(b))
 		}
-		if err := d.wire.item(d, off, tag); err != nil {
+		if err := d.item(off, tag); err != nil {
 			return err
 		}
 	}

@@ -51,7 +51,7 @@ const legacyTraceTypeLimit = 1 << 16
 // wire190 is the Zorka 1.90 trace data: prolog and epilog words in ticks,
 // C6 string refs in attributes, no floats.
 var wire190 = &wireVersion{
-	item:       (*traceDecoder).item190,
+	items:      items190,
 	duration:   ticksDuration,
 	sinceBase:  ticksSince,
 	stringRefs: true,

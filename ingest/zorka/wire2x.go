@@ -20,7 +20,7 @@ const flag2ErrorMark = 0x1000
 // wire2x is the Zorka 2.x trace data: record times in ns, attribute keys
 // as bare symbol ids, floats allowed.
 var wire2x = &wireVersion{
-	item:      (*traceDecoder).item2x,
+	items:     items2x,
 	duration:  nsDuration,
 	sinceBase: func(raw, base int64) int64 { return raw - base },
 	floats:    true,
