@@ -250,6 +250,10 @@ func bigIntText(major byte, arg uint64) string {
 // describeByte names the item an initial byte starts, for error messages.
 func describeByte(b byte) string {
 	ai := b & 0x1f
+	if ai == aiIndefinite && (b>>5 == majorUint || b>>5 == majorNegInt || b>>5 == majorTag) {
+		// No item starts so: integers and tags have no indefinite form.
+		return "an invalid byte 0x" + strconv.FormatUint(uint64(b), 16)
+	}
 	switch b >> 5 {
 	case majorUint:
 		return "an unsigned integer"

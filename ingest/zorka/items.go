@@ -220,9 +220,7 @@ func (d *traceDecoder) exception(off int, form *exceptionForm) error {
 		return err
 	}
 	if nb, ok := r.peek(); form.messageSymbol && ok && nb>>5 == majorUint {
-		moff := r.pos
-		mid, _ := r.uint("exception message")
-		exc.Message, err = d.str(moff, mid, "exception message")
+		exc.Message, err = d.symbol("exception message")
 	} else {
 		exc.Message, err = r.text("exception message", true)
 	}

@@ -86,3 +86,26 @@ func TestTraceBegin190NegativeSpanID(t *testing.T) {
 		t.Fatalf("legacy start unit on a 1.90 span: %v", spans[0].Attrs)
 	}
 }
+
+// A 1.90 exception message that starts like a symbol id must be one: an
+// indefinite-length head (1F) or a truncated one is an error at the
+// message, not symbol 0 (which the reader used to fall back to, reading on
+// after the bad byte).
+func TestException190MessageSymbolMalformed(t *testing.T) {
+	s := NewSessions(Options{})
+	if err := s.SubmitAgentData("s", true, hx(t, testAgd190+"c1 83 00 61 7a 00")); err != nil { // symbol 0 = "z"
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, body, msg string }{
+		{"indefinite", recStart + prolog1 + begin1 + "d822 85 01 c605 1f 00 80" + epilog1, "exception message: expected an unsigned integer, found an invalid byte 0x1f"},
+		{"truncated", recStart + prolog1 + begin1 + "d822 85 01 c605 19 00", "truncated item head 0x19"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spans, err := s.SubmitTraceData("s", false, testTraceID, hx(t, tc.body))
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Offset != 30 || !strings.Contains(de.Msg, tc.msg) {
+				t.Fatalf("got %d spans, %v; want a DecodeError at offset 30 containing %q", len(spans), err, tc.msg)
+			}
+		})
+	}
+}
