@@ -47,9 +47,9 @@ type spanState struct {
 	clockMS    int64
 	typ        string
 	typeID     uint64 // trace-type symbol, for 2.x upward attributes
-	legacyType bool   // typeID came from a pre-1.90 agent's TraceBegin
 	extra      trace.Attrs
 	errorMark  bool
+	legacyType bool // typeID came from a pre-1.90 agent (beside errorMark: no padding, 128 bytes)
 	nextChunk  uint32
 	root       *frame      // nil for a span begun outside any record
 	piece      *trace.Span // this submission's piece
