@@ -1,8 +1,10 @@
 package trace_test
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -174,6 +176,16 @@ func FuzzChunkView(f *testing.F) {
 	for range 6 {
 		f.Add(mustEncode(f, randomBatch(r, tracetest.GenOptions{MaxDepth: 3})), uint16(r.IntN(4)))
 	}
+	// More than SpanIndexStride spans: a span index (version 2), and the
+	// same spans without one (version 1, as written before it).
+	indexed := mustEncode(f, tracetest.RealisticTrace(r, 2*trace.SpanIndexStride+3, 2, 2))
+	f.Add(indexed, uint16(trace.SpanIndexStride+2))
+	f.Add(indexed, uint16(2*trace.SpanIndexStride))
+	old, err := trace.StripSpanIndex(indexed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(old, uint16(trace.SpanIndexStride+2))
 	f.Fuzz(func(t *testing.T, payload []byte, i16 uint16) {
 		lim := trace.Limits{MaxRecords: 1 << 16}
 		v, err := trace.NewChunkView(payload, lim)
@@ -224,4 +236,113 @@ func BenchmarkChunkViewTrace(b *testing.B) {
 		}
 	}
 	b.SetBytes(int64(len(payload)))
+}
+
+// TestChunkSpanIndex: a batch of more than SpanIndexStride spans is written
+// as version 2 (0x83, a span index after the string table); every decoder
+// reads it and the same spans written without the index (version 1, as
+// stored before the index existed) to the same spans; the index costs at
+// most 3 bytes per SpanIndexStride spans plus its 5-byte head.
+func TestChunkSpanIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{trace.SpanIndexStride, trace.SpanIndexStride + 1, 2 * trace.SpanIndexStride, 2*trace.SpanIndexStride + 1, 500} {
+		var spans []*trace.Span
+		for len(spans) < n {
+			spans = append(spans, tracetest.RealisticTrace(r, min(10, n-len(spans)), 6, 1+r.IntN(20))...)
+		}
+		payload := mustEncode(t, spans)
+		old, err := trace.StripSpanIndex(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n <= trace.SpanIndexStride {
+			if payload[0] != 0x82 || !bytes.Equal(old, payload) {
+				t.Fatalf("%d spans: initial byte %#x, want 0x82 (no index)", n, payload[0])
+			}
+			continue
+		}
+		marks := (n - 1) / trace.SpanIndexStride
+		if payload[0] != 0x83 || old[0] != 0x82 {
+			t.Fatalf("%d spans: initial bytes %#x / %#x, want 0x83 / 0x82", n, payload[0], old[0])
+		}
+		if extra := len(payload) - len(old); extra > 5+3*marks {
+			t.Fatalf("%d spans: the span index costs %d bytes, more than 5 + 3 × %d", n, extra, marks)
+		}
+		for _, p := range [][]byte{payload, old} {
+			full, err := trace.DecodeChunk(p, trace.Limits{})
+			if err != nil {
+				t.Fatalf("%d spans, initial byte %#x: %v", n, p[0], err)
+			}
+			for i := range spans {
+				if d := trace.Diff(spans[i], full[i]); d != "" {
+					t.Fatalf("%d spans, initial byte %#x, span %d: %s", n, p[0], i, d)
+				}
+			}
+			checkPartialDecoders(t, p, full, true)
+			checkView(t, p, full, r)
+		}
+		// Re-encoding what a version 1 payload holds writes the index.
+		again := mustEncode(t, spans)
+		if !bytes.Equal(again, payload) {
+			t.Fatalf("%d spans: re-encoding differs", n)
+		}
+	}
+}
+
+// TestChunkSpanIndexWrong: an index entry that does not point at its span
+// is found by every decoder that walks there, naming the entry's offset;
+// a view reading the marked span directly fails on what it finds there,
+// or decodes a span with the wrong identity that the full decoders refuse.
+func TestChunkSpanIndexWrong(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	spans := tracetest.RealisticTrace(r, trace.SpanIndexStride+4, 6, 5)
+	payload := mustEncode(t, spans)
+	old, err := trace.StripSpanIndex(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One mark: c9 82 10 81 + a 3-byte distance (0x19 hh ll).
+	diff := len(payload) - len(old)
+	if diff != 7 {
+		t.Fatalf("index of %d bytes, want 7 (one 3-byte distance)", diff)
+	}
+	// Find the index: the old payload equals the new one without it.
+	at := 1
+	for at < len(old) && old[at] == payload[at] {
+		at++
+	}
+	if !bytes.Equal(payload[at:at+4], []byte{0xc9, 0x82, trace.SpanIndexStride, 0x81}) {
+		t.Fatalf("span index at %d: % x", at, payload[at:at+7])
+	}
+	entry := at + 4
+	bad := bytes.Clone(payload)
+	bad[entry+2]++ // one byte further
+	_, err = trace.DecodeChunk(bad, trace.Limits{})
+	var ce *trace.CorruptPayloadError
+	if !errors.As(err, &ce) || ce.Offset != entry || !strings.Contains(ce.Reason, "span index entry 0") {
+		t.Fatalf("DecodeChunk: err = %v, want the span index entry at offset %d", err, entry)
+	}
+	if _, err := trace.DecodeChunkSummaries(bad, trace.Limits{}); !errors.As(err, &ce) || ce.Offset != entry {
+		t.Fatalf("DecodeChunkSummaries: err = %v, want offset %d", err, entry)
+	}
+	// Walking from span 15 to span 17 crosses the mark: checked there.
+	if _, err := trace.DecodeChunkSpans(bad, []int{trace.SpanIndexStride - 1, trace.SpanIndexStride + 1}, trace.Limits{}); !errors.As(err, &ce) || ce.Offset != entry {
+		t.Fatalf("DecodeChunkSpans: err = %v, want offset %d", err, entry)
+	}
+	// Spans before the mark still read.
+	v, err := trace.NewChunkView(bad, trace.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range trace.SpanIndexStride {
+		got, err := v.Span(i)
+		if err != nil || !got.Equal(spans[i]) {
+			t.Fatalf("span %d before the bad mark: err %v", i, err)
+		}
+	}
+	if got, err := v.Span(trace.SpanIndexStride); err == nil && got.Equal(spans[trace.SpanIndexStride]) {
+		t.Fatalf("span %d read through a wrong mark decodes as itself", trace.SpanIndexStride)
+	} else if err != nil && (!errors.As(err, &ce) || ce.Offset > len(bad)) {
+		t.Fatalf("span %d: err = %v, want a CorruptPayloadError inside the payload", trace.SpanIndexStride, err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"unicode/utf8"
 )
@@ -46,6 +47,7 @@ const (
 	tagStringRef   = 0x06 // index into the chunk's string table
 	tagStringTable = 0x07 // the chunk's string table
 	tagRecord      = 0x08 // a record (the span's root record carries the span)
+	tagSpanIndex   = 0x09 // where every SpanIndexStride-th span starts (payload version 2)
 	tagException   = 0x22 // exception: [class, message, stack, cause]
 )
 
@@ -72,6 +74,12 @@ const (
 	keyRootCalls    = 0x16 // int: Root.Calls; absent means equal to CALLS
 	keyRootErrors   = 0x17 // int: Root.Errors; absent means equal to ERRORS
 )
+
+// SpanIndexStride is how many spans apart the span index of a payload
+// marks span starts: a reader of one span walks over at most
+// SpanIndexStride-1 spans before it instead of all of them. A batch of at
+// most SpanIndexStride spans is written without an index (version 1).
+const SpanIndexStride = 16
 
 // FLAGS bits.
 const (
@@ -186,15 +194,34 @@ func (c *ChunkEncoder) Encode(dst []byte, spans []*Span) ([]byte, error) {
 		if s == nil {
 			return dst, fmt.Errorf("encode chunk: span %d is nil", i)
 		}
+		if i > 0 && i%SpanIndexStride == 0 {
+			e.marks = append(e.marks, len(e.body))
+		}
 		e.body = e.appendSpan(e.body, s)
 		if e.err != nil {
 			return dst, fmt.Errorf("encode chunk: span %d (%s/%s): %w", i, s.TraceID, s.SpanID, e.err)
 		}
 	}
-	dst = append(dst, majorArray|2)
+	if len(e.marks) == 0 {
+		dst = append(dst, majorArray|2) // version 1: no span index
+	} else {
+		dst = append(dst, majorArray|3)
+	}
 	dst = append(dst, majorTag|tagStringTable)
 	dst = appendHead(dst, majorArray, uint64(len(e.refs)))
 	dst = append(dst, e.table...)
+	if len(e.marks) > 0 {
+		// The span index: the distance from each marked span's start to
+		// the previous one's (the first from the span list's first span).
+		dst = append(dst, majorTag|tagSpanIndex, majorArray|2)
+		dst = appendHead(dst, majorUint, SpanIndexStride)
+		dst = appendHead(dst, majorArray, uint64(len(e.marks)))
+		prev := 0
+		for _, m := range e.marks {
+			dst = appendHead(dst, majorUint, uint64(m-prev))
+			prev = m
+		}
+	}
 	dst = appendHead(dst, majorArray, uint64(len(spans)))
 	dst = append(dst, e.body...)
 	return dst, nil
@@ -205,6 +232,7 @@ type chunkEncoder struct {
 	refs    map[string]uint32 // string → index in the table
 	table   []byte            // encoded table entries, in index order
 	body    []byte            // encoded span list entries
+	marks   []int             // where in body spans SpanIndexStride, 2·SpanIndexStride, … start
 	records int
 	err     error // first error; encoding stops being meaningful after it
 }
@@ -214,7 +242,7 @@ func (e *chunkEncoder) reset() {
 		e.lim = DefaultLimits()
 		e.refs = make(map[string]uint32, 256)
 	}
-	e.table, e.body = e.table[:0], e.body[:0]
+	e.table, e.body, e.marks = e.table[:0], e.body[:0], e.marks[:0]
 	e.records, e.err = 0, nil
 }
 
@@ -652,6 +680,9 @@ func DecodeChunk(payload []byte, lim Limits) ([]*Span, error) {
 	}
 	spans := make([]*Span, n)
 	for i := range spans {
+		if err := d.checkMark(i); err != nil {
+			return nil, err
+		}
 		if spans[i], err = d.span(); err != nil {
 			return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
 		}
@@ -675,6 +706,9 @@ func DecodeChunkSummaries(payload []byte, lim Limits) ([]*Span, error) {
 	}
 	spans := make([]*Span, n)
 	for i := range spans {
+		if err := d.checkMark(i); err != nil {
+			return nil, err
+		}
 		if spans[i], err = d.span(); err != nil {
 			return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
 		}
@@ -719,29 +753,41 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 	if err != nil {
 		return nil, err
 	}
-	last := -1
 	for _, i := range idx {
 		if i < 0 || i >= n {
 			return nil, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, n)
 		}
-		last = max(last, i)
 	}
 	want := make(map[int]*Span, len(idx))
 	for _, i := range idx {
 		want[i] = nil
 	}
-	for j := 0; j <= last; j++ {
-		if _, ok := want[j]; !ok {
-			if err := d.skip(); err != nil {
-				return nil, fmt.Errorf("chunk payload span %d: %w", j, err)
+	order := make([]int, 0, len(want))
+	for i := range want {
+		order = append(order, i)
+	}
+	slices.Sort(order)
+	cur := 0 // the span starting at d.off
+	for _, i := range order {
+		// Jump to the marked span nearest before i (a version 2 payload),
+		// then walk over the rest.
+		for cur = d.seekSpan(i, cur); cur < i; cur++ {
+			if err := d.checkMark(cur); err != nil {
+				return nil, err
 			}
-			continue
+			if err := d.skip(); err != nil {
+				return nil, fmt.Errorf("chunk payload span %d: %w", cur, err)
+			}
+		}
+		if err := d.checkMark(cur); err != nil {
+			return nil, err
 		}
 		s, err := d.span()
 		if err != nil {
-			return nil, fmt.Errorf("chunk payload span %d: %w", j, err)
+			return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
 		}
-		want[j] = s
+		want[i] = s
+		cur++
 	}
 	out := make([]*Span, len(idx))
 	for k, i := range idx {
@@ -753,30 +799,36 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 // ChunkView gives random access to the spans of one chunk payload, for
 // readers that take several spans from the same chunk over time (a chunk
 // cache). Its string table is decoded once (eagerly, so that it can be
-// shared) and the byte offset of each span is remembered the first time a
-// span at or beyond it is asked for, so each span of the chunk is skipped
-// over at most once however many reads follow. It is safe for concurrent
-// use; the payload must not change while the view is in use.
+// shared). A span is found from the nearest span before it whose start is
+// known: one the payload's span index marks (version 2: every
+// SpanIndexStride-th span), or one an earlier call walked to; so a read
+// walks over fewer than SpanIndexStride spans of an indexed payload, and
+// each span of the chunk is walked over at most once however many reads
+// follow. It is safe for concurrent use; the payload must not change while
+// the view is in use.
 type ChunkView struct {
-	p     []byte
-	lim   Limits
-	strs  []string
-	spans int
+	p      []byte
+	lim    Limits
+	strs   []string
+	spans  int
+	first  int32 // where span 0 starts
+	stride int
+	marks  []spanMark
 
 	mu   sync.Mutex
-	offs []int32 // offs[i] is where span i starts, for the spans seen so far
-	next int     // where the span after the last of offs starts
+	offs []int32 // offs[i] is where span i starts; 0 until known (allocated on first use)
 }
 
-// NewChunkView decodes the payload's string table and span list head.
-// Malformed input yields a *CorruptPayloadError, as from DecodeChunk.
+// NewChunkView decodes the payload's string table, span index and span
+// list head. Malformed input yields a *CorruptPayloadError, as from
+// DecodeChunk.
 func NewChunkView(payload []byte, lim Limits) (*ChunkView, error) {
 	d := chunkDecoder{p: payload, lim: lim.withDefaults()}
 	n, err := d.prologue()
 	if err != nil {
 		return nil, err
 	}
-	return &ChunkView{p: payload, lim: d.lim, strs: d.strs, spans: n, offs: make([]int32, 0, min(n, 4096)), next: d.off}, nil
+	return &ChunkView{p: payload, lim: d.lim, strs: d.strs, spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}, nil
 }
 
 // Len is the number of spans in the chunk.
@@ -805,23 +857,52 @@ func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
 	return s, nil
 }
 
-// offset returns where span i starts, skipping (once) the spans before it
-// that no earlier call reached.
+// offset returns where span i starts, walking (once) over the spans
+// between it and the nearest span before it whose start is known. The walk
+// stays inside i's stretch of the span index, so it finds what
+// DecodeChunkSpan finds.
 func (v *ChunkView) offset(i int) (int, error) {
 	if i < 0 || i >= v.spans {
 		return 0, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, v.spans)
 	}
+	if i == 0 {
+		return int(v.first), nil
+	}
+	if v.stride > 0 && i%v.stride == 0 {
+		return int(v.marks[i/v.stride-1].off), nil
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for len(v.offs) <= i {
-		d := chunkDecoder{p: v.p, off: v.next, lim: v.lim}
-		if err := d.skip(); err != nil {
-			return 0, fmt.Errorf("chunk payload span %d: %w", len(v.offs), err)
-		}
-		v.offs = append(v.offs, int32(v.next))
-		v.next = d.off
+	if v.offs == nil {
+		v.offs = make([]int32, v.spans)
 	}
-	return int(v.offs[i]), nil
+	if off := v.offs[i]; off != 0 {
+		return int(off), nil
+	}
+	j := i - 1 // the nearest known start before i
+	g := 0     // the marked span starting i's stretch
+	if v.stride > 0 {
+		g = i / v.stride * v.stride
+	}
+	for j > g && v.offs[j] == 0 {
+		j--
+	}
+	off := int(v.offs[j])
+	if j == g {
+		if g == 0 {
+			off = int(v.first)
+		} else {
+			off = int(v.marks[g/v.stride-1].off)
+		}
+	}
+	d := chunkDecoder{p: v.p, off: off, lim: v.lim}
+	for ; j < i; j++ {
+		if err := d.skip(); err != nil {
+			return 0, fmt.Errorf("chunk payload span %d: %w", j, err)
+		}
+		v.offs[j+1] = int32(d.off)
+	}
+	return d.off, nil
 }
 
 type chunkDecoder struct {
@@ -839,6 +920,11 @@ type chunkDecoder struct {
 	// (method, times, counts; no attributes, exception or children): the
 	// name a search result shows.
 	shallowRoot bool
+	// stride and marks are the span index of a version 2 payload (stride
+	// 0: none): marks[k] locates span (k+1)·stride.
+	stride      int
+	marks       []spanMark
+	indexAt     int // where the span index starts
 	records     int
 	slab        []Record // records are carved from slabs to save allocations
 	slabs       int      // slabs allocated so far
@@ -1003,8 +1089,9 @@ func (d *chunkDecoder) prologue() (int, error) {
 	if len(d.p) > math.MaxInt32 { // table entries hold int32 offsets
 		return 0, d.corrupt(0, "payload of %d bytes, more than 2 GiB", len(d.p))
 	}
-	if d.p[0] != majorArray|2 {
-		return 0, d.corrupt(0, "payload: initial byte 0x%02x, want 0x82 (array of 2)", d.p[0])
+	version2 := d.p[0] == majorArray|3
+	if d.p[0] != majorArray|2 && !version2 {
+		return 0, d.corrupt(0, "payload: initial byte 0x%02x, want 0x82 (array of 2) or 0x83 (array of 3, with a span index)", d.p[0])
 	}
 	d.off = 1
 	if err := d.expectTag(tagStringTable, "string table"); err != nil {
@@ -1050,6 +1137,11 @@ func (d *chunkDecoder) prologue() (int, error) {
 		}
 		d.ents = nil
 	}
+	if version2 {
+		if err := d.spanIndex(); err != nil {
+			return 0, err
+		}
+	}
 	at = d.off
 	n, err = d.length(majorArray, 1, "span list")
 	if err != nil {
@@ -1058,7 +1150,110 @@ func (d *chunkDecoder) prologue() (int, error) {
 	if n > d.lim.MaxSpans {
 		return 0, d.corrupt(at, "span list: %d spans, more than the limit %d", n, d.lim.MaxSpans)
 	}
+	if version2 {
+		if err := d.placeMarks(n); err != nil {
+			return 0, err
+		}
+	}
 	return n, nil
+}
+
+// spanMark is one entry of a payload's span index: the span at
+// (k+1)·stride starts at off; at is where the entry is in the payload.
+type spanMark struct{ at, off int32 }
+
+// spanIndex reads the span index (payload version 2): tag 9, [stride,
+// [distance…]]. The distances are turned into offsets by placeMarks once
+// the span list head is read.
+func (d *chunkDecoder) spanIndex() error {
+	d.indexAt = d.off
+	if err := d.expectTag(tagSpanIndex, "span index"); err != nil {
+		return err
+	}
+	at := d.off
+	if n, err := d.length(majorArray, 1, "span index"); err != nil {
+		return err
+	} else if n != 2 {
+		return d.corrupt(at, "span index: array of %d, want 2 (stride, distances)", n)
+	}
+	at = d.off
+	stride, err := d.uintValue("span index stride")
+	if err != nil {
+		return err
+	}
+	if stride < 1 || stride > uint64(d.lim.MaxSpans) {
+		return d.corrupt(at, "span index stride %d: want 1 to %d", stride, d.lim.MaxSpans)
+	}
+	d.stride = int(stride)
+	n, err := d.length(majorArray, 1, "span index distances")
+	if err != nil {
+		return err
+	}
+	d.marks = make([]spanMark, n)
+	for k := range d.marks {
+		at := d.off
+		dist, err := d.uintValue("span index distance")
+		if err != nil {
+			return err
+		}
+		if dist < 1 || dist > uint64(len(d.p)) {
+			return d.corrupt(at, "span index entry %d: distance %d outside the payload of %d bytes", k, dist, len(d.p))
+		}
+		d.marks[k] = spanMark{at: int32(at), off: int32(dist)}
+	}
+	return nil
+}
+
+// placeMarks checks the span index against the span list of n spans that
+// starts at d.off and makes its entries absolute offsets. Each must lie
+// inside the payload, after the previous one; that each is where its span
+// really starts is checked by the decoders that walk there (checkMark).
+func (d *chunkDecoder) placeMarks(n int) error {
+	if want := max(n-1, 0) / d.stride; len(d.marks) != want {
+		return d.corrupt(d.indexAt, "span index: %d entries for %d spans at stride %d, want %d", len(d.marks), n, d.stride, want)
+	}
+	off := int64(d.off)
+	for k := range d.marks {
+		off += int64(d.marks[k].off)
+		if off >= int64(len(d.p)) {
+			return d.corrupt(int(d.marks[k].at), "span index entry %d: span %d at offset %d, past the payload's end %d", k, (k+1)*d.stride, off, len(d.p))
+		}
+		d.marks[k].off = int32(off)
+	}
+	return nil
+}
+
+// mark returns the span index entry for span i, if i is a marked span.
+func (d *chunkDecoder) mark(i int) (spanMark, bool) {
+	if d.stride == 0 || i == 0 || i%d.stride != 0 {
+		return spanMark{}, false
+	}
+	return d.marks[i/d.stride-1], true
+}
+
+// checkMark checks, at the start of span i reached by walking the span
+// list, that the span index (if it marks span i) says it starts here.
+func (d *chunkDecoder) checkMark(i int) error {
+	if m, ok := d.mark(i); ok && int(m.off) != d.off {
+		return d.corrupt(int(m.at), "span index entry %d: says span %d starts at offset %d, it starts at %d", i/d.stride-1, i, m.off, d.off)
+	}
+	return nil
+}
+
+// seekSpan moves to the start of span i from the nearest span the index
+// marks at or before it, when that is beyond where the decoder is (cur is
+// the number of the span starting at d.off); it returns the span now at
+// d.off.
+func (d *chunkDecoder) seekSpan(i, cur int) int {
+	if d.stride == 0 {
+		return cur
+	}
+	g := i / d.stride * d.stride
+	if g <= cur {
+		return cur
+	}
+	d.off = int(d.marks[g/d.stride-1].off)
+	return g
 }
 
 // peekByte reports whether the next byte is b.

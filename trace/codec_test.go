@@ -529,6 +529,7 @@ func TestChunkDeepNesting(t *testing.T) {
 // right offset and problem.
 func TestChunkCorrupt(t *testing.T) {
 	const tid = "01 50 00000000000000000000000000000001"
+	const span22 = "c8 81 c2 a1 " + tid + " "
 	cases := []struct {
 		name    string
 		payload string
@@ -537,7 +538,18 @@ func TestChunkCorrupt(t *testing.T) {
 		reason  string
 	}{
 		{"empty", "", trace.Limits{}, 0, "empty payload"},
-		{"not an array of 2", "83 c7 80 80 80", trace.Limits{}, 0, "want 0x82"},
+		{"not an array of 2 or 3", "84 c7 80 80 80 80", trace.Limits{}, 0, "want 0x82"},
+		// Version 2 (0x83): a span index after the string table. A span of
+		// only a trace id is 22 bytes: "+span22+".
+		{"no span index", "83 c7 80 82 " + span22 + span22, trace.Limits{}, 3, "span index: want tag 9"},
+		{"span index not a pair", "83 c7 80 c9 81 01 82 " + span22 + span22, trace.Limits{}, 4, "array of 1, want 2"},
+		{"span index stride 0", "83 c7 80 c9 82 00 80 82 " + span22 + span22, trace.Limits{}, 5, "stride 0"},
+		{"span index stride over limit", "83 c7 80 c9 82 03 80 82 " + span22 + span22, trace.Limits{MaxSpans: 2}, 5, "stride 3"},
+		{"span index distance 0", "83 c7 80 c9 82 01 81 00 82 " + span22 + span22, trace.Limits{}, 7, "distance 0"},
+		{"span index too few entries", "83 c7 80 c9 82 01 80 82 " + span22 + span22, trace.Limits{}, 3, "0 entries for 2 spans at stride 1, want 1"},
+		{"span index too many entries", "83 c7 80 c9 82 01 82 16 16 82 " + span22 + span22, trace.Limits{}, 3, "2 entries for 2 spans at stride 1, want 1"},
+		{"span index past the end", "83 c7 80 c9 82 01 81 18 2c 82 " + span22 + span22, trace.Limits{}, 7, "past the payload's end"},
+		{"span index off by one", "83 c7 80 c9 82 01 81 15 82 " + span22 + span22, trace.Limits{}, 7, "says span 1 starts at offset 30, it starts at 31"},
 		{"no string table tag", "82 80 80", trace.Limits{}, 1, "string table: want tag 7"},
 		{"indefinite table", "82 c7 9f ff 80", trace.Limits{}, 2, "indefinite length"},
 		{"table entry not text", "82 c7 81 41 61 80", trace.Limits{}, 3, "want a text string"},
@@ -729,6 +741,15 @@ func FuzzDecodeChunk(f *testing.F) {
 		f.Add(mustEncode(f, randomBatch(r, tracetest.GenOptions{NonFinite: true, MaxDepth: 3})))
 	}
 	f.Add(mustEncode(f, tracetest.RealisticTrace(r, 3, 6, 5)))
+	// A span index (more than SpanIndexStride spans), and the same spans
+	// without one (version 1, as written before it).
+	indexed := mustEncode(f, tracetest.RealisticTrace(r, 2*trace.SpanIndexStride+3, 2, 2))
+	f.Add(indexed)
+	old, err := trace.StripSpanIndex(indexed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(old)
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		lim := trace.Limits{MaxRecords: 1 << 16}
 		spans, err := trace.DecodeChunk(payload, lim)
@@ -865,4 +886,22 @@ func BenchmarkDecodeChunkSpansTrace(b *testing.B) {
 		}
 	}
 	b.SetBytes(int64(len(payload)))
+}
+
+// TestChunkV2Example decodes the version 2 example of
+// docs/format/chunk-payload.md: two spans indexed at stride 1.
+func TestChunkV2Example(t *testing.T) {
+	const span = "c8 81 c2 a1 01 50 00000000000000000000000000000001 "
+	payload := hx("83 c7 80 c9 82 01 81 16 82 " + span + span)
+	want := &trace.Span{TraceID: trace.TraceID{15: 1}}
+	all, err := trace.DecodeChunk(payload, trace.Limits{})
+	if err != nil || len(all) != 2 {
+		t.Fatalf("DecodeChunk = %d spans, %v", len(all), err)
+	}
+	for i := range 2 {
+		one, err := trace.DecodeChunkSpan(payload, i, trace.Limits{})
+		if err != nil || !one.Equal(want) || !all[i].Equal(want) {
+			t.Fatalf("span %d: %+v / %+v, %v", i, one, all[i], err)
+		}
+	}
 }
