@@ -459,7 +459,12 @@ func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ix.dir, err)
 	}
-	recs = currentRecords(recs)
+	return sortTraceRecords(currentRecords(recs)), nil
+}
+
+// sortTraceRecords sorts a trace's records by start time, chunk number and
+// span id: the order of TraceSpans.
+func sortTraceRecords(recs []traceRec) []traceRec {
 	slices.SortFunc(recs, func(a, b traceRec) int {
 		if c := int64Cmp(a.ref.StartNS, b.ref.StartNS); c != 0 {
 			return c
@@ -469,7 +474,7 @@ func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
 		}
 		return uint64Cmp(a.ref.SpanID, b.ref.SpanID)
 	})
-	return recs, nil
+	return recs
 }
 
 // currentRecords keeps, of each (span id, chunk number), the latest entry

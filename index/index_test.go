@@ -251,11 +251,24 @@ func fill(t testing.TB, ix *Index, m *model, entries []SpanEntry, seed uint64) {
 func collect(t testing.TB, ix *Index, q Query) []Hit {
 	t.Helper()
 	var hits []Hit
-	if err := ix.Search(context.Background(), q, func(h Hit) bool {
+	var traces []HitTrace
+	if err := ix.SearchTraces(context.Background(), q, func(h Hit, tr HitTrace) bool {
 		hits = append(hits, h)
+		traces = append(traces, tr)
 		return true
 	}); err != nil {
 		t.Fatalf("search %+v: %v", q, err)
+	}
+	// The trace entries a hit comes with are what TraceSpans reads (the
+	// first hits: each costs a lookup).
+	for i := range min(len(hits), 20) {
+		want, err := ix.TraceSpans(hits[i].TraceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := traces[i].Spans(); !slices.Equal(got, want) {
+			t.Fatalf("search %+v hit %d: HitTrace.Spans() = %+v, TraceSpans = %+v", q, i, got, want)
+		}
 	}
 	return hits
 }

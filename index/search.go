@@ -62,6 +62,24 @@ const maxCachedTraces = 1024
 // lowest matching chunk — until fn returns false, the entries run out or ctx
 // is done (then ctx's error is returned).
 func (ix *Index) Search(ctx context.Context, q Query, fn func(Hit) bool) error {
+	return ix.SearchTraces(ctx, q, func(h Hit, _ HitTrace) bool { return fn(h) })
+}
+
+// HitTrace is what a search read of a hit's trace: every entry of the
+// trace in the index, as of the search's snapshot.
+type HitTrace struct{ recs []traceRec }
+
+// Spans returns the trace's entries as TraceSpans does (the latest entry
+// of each span and chunk number, by start time), without reading the
+// index again.
+func (t HitTrace) Spans() []SpanRef {
+	return refsOf(sortTraceRecords(currentRecords(slices.Clone(t.recs))))
+}
+
+// SearchTraces is Search that also passes, with each hit, the entries of
+// its trace the search read to find the hit (see HitTrace): a caller that
+// needs them does not look the trace up again.
+func (ix *Index) SearchTraces(ctx context.Context, q Query, fn func(Hit, HitTrace) bool) error {
 	if q.TextFilterAll || q.UntilNS == math.MinInt64 {
 		return nil
 	}
@@ -135,7 +153,7 @@ func (h *candHeap) Pop() any {
 	return c
 }
 
-func (s *searcher) run(ctx context.Context, fn func(Hit) bool) error {
+func (s *searcher) run(ctx context.Context, fn func(Hit, HitTrace) bool) error {
 	if err := s.plan(ctx); err != nil {
 		return err
 	}
@@ -520,8 +538,12 @@ func (s *searcher) column(blk uint64, sum blockSummary) (*column, error) {
 
 // emit delivers, in order, every candidate newer than bound (no unvisited
 // block can hold one as new). It returns false when fn asked to stop.
-func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit) bool) (bool, error) {
-	var group []traceRec
+func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit, HitTrace) bool) (bool, error) {
+	type groupRec struct {
+		traceRec
+		trace []traceRec // every record of its trace
+	}
+	var group []groupRec
 	for len(s.heap) > 0 && s.heap[0].start > bound {
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -530,7 +552,7 @@ func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit) bool) (bo
 		group = group[:0]
 		for len(s.heap) > 0 && s.heap[0].start == start {
 			c := heap.Pop(&s.heap).(cand)
-			r, err := s.resolve(c.seq)
+			r, recs, err := s.resolve(c.seq)
 			if err != nil {
 				return false, err
 			}
@@ -543,9 +565,9 @@ func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit) bool) (bo
 			if a := s.q.After; a != nil && start == a.StartNS && !keyLess(r.ref.TraceID, r.ref.SpanID, a.TraceID, a.SpanID) {
 				continue
 			}
-			group = append(group, r)
+			group = append(group, groupRec{r, recs})
 		}
-		slices.SortFunc(group, searchOrder)
+		slices.SortFunc(group, func(a, b groupRec) int { return searchOrder(a.traceRec, b.traceRec) })
 		for i, r := range group {
 			if i > 0 && group[i-1].ref.TraceID == r.ref.TraceID && group[i-1].ref.SpanID == r.ref.SpanID {
 				continue
@@ -559,7 +581,7 @@ func (s *searcher) emit(ctx context.Context, bound int64, fn func(Hit) bool) (bo
 					continue
 				}
 			}
-			if !fn(Hit{SpanRef: r.ref}) {
+			if !fn(Hit{SpanRef: r.ref}, HitTrace{r.trace}) {
 				return false, nil
 			}
 		}
@@ -576,26 +598,27 @@ func keyLess(t1 [16]byte, s1 uint64, t2 [16]byte, s2 uint64) bool {
 	return s1 < s2
 }
 
-// resolve returns the trace record of entry seq.
-func (s *searcher) resolve(seq uint64) (traceRec, error) {
+// resolve returns the trace record of entry seq and every record of its
+// trace (sorted by seq; shared, not to be changed).
+func (s *searcher) resolve(seq uint64) (traceRec, []traceRec, error) {
 	g := seq >> seqGroupShift
 	if !s.gvalid || s.gnum != g {
 		s.key = numKey(s.key[:0], prefixSeqs, g)
 		v, ok, err := s.reader.Get(s.key)
 		if err != nil {
-			return traceRec{}, fmt.Errorf("trace of entry %d: %w", seq, err)
+			return traceRec{}, nil, fmt.Errorf("trace of entry %d: %w", seq, err)
 		}
 		if !ok {
-			return traceRec{}, corruptf("sequence group %d missing", g)
+			return traceRec{}, nil, corruptf("sequence group %d missing", g)
 		}
 		if err := decodeSeqGroup(v, g, &s.group); err != nil {
-			return traceRec{}, err
+			return traceRec{}, nil, err
 		}
 		s.gnum, s.gvalid = g, true
 	}
 	off := seq & (1<<seqGroupShift - 1)
 	if s.group.present&(1<<off) == 0 {
-		return traceRec{}, corruptf("sequence group %d has no trace for entry %d", g, seq)
+		return traceRec{}, nil, corruptf("sequence group %d has no trace for entry %d", g, seq)
 	}
 	id := s.group.ids[off]
 	recs, ok := s.traces[id]
@@ -606,23 +629,23 @@ func (s *searcher) resolve(seq uint64) (traceRec, error) {
 		s.key = traceKey(s.key[:0], id)
 		v, ok, err := s.reader.Get(s.key)
 		if err != nil {
-			return traceRec{}, fmt.Errorf("trace %x of entry %d: %w", id, seq, err)
+			return traceRec{}, nil, fmt.Errorf("trace %x of entry %d: %w", id, seq, err)
 		}
 		if !ok {
-			return traceRec{}, corruptf("trace %x of entry %d missing", id, seq)
+			return traceRec{}, nil, corruptf("trace %x of entry %d missing", id, seq)
 		}
 		recs, err = decodeTraceValue(v, id, nil)
 		if err != nil {
-			return traceRec{}, err
+			return traceRec{}, nil, err
 		}
 		slices.SortFunc(recs, func(a, b traceRec) int { return uint64Cmp(a.seq, b.seq) })
 		s.traces[id] = recs
 	}
 	i, found := slices.BinarySearchFunc(recs, seq, func(r traceRec, seq uint64) int { return uint64Cmp(r.seq, seq) })
 	if !found {
-		return traceRec{}, corruptf("trace %x has no record of entry %d", id, seq)
+		return traceRec{}, nil, corruptf("trace %x has no record of entry %d", id, seq)
 	}
-	return recs[i], nil
+	return recs[i], recs, nil
 }
 
 // searchOrder orders trace records as Search emits them: newest start
