@@ -96,6 +96,9 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 		if w, ok := s.catchUpWarning(); ok {
 			warns.addWarning(w)
 		}
+		if s.remote == nil && !s.mayHoldTrace(id) {
+			continue // the store's trace filter rules it out: no index lookup
+		}
 		refs, err := db.storeTraceRefs(ctx, s, id, refsOf, &warns)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store %s: %w", StoreName(s.id), err)
@@ -109,7 +112,7 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 				continue
 			}
 			seen[k] = true
-			sp, err := db.readSpan(s, ref.Loc)
+			sp, err := db.readSpan(s, ref)
 			if warns.add(err) {
 				continue
 			}
@@ -149,23 +152,25 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 	return out, warns.list, nil
 }
 
-// readSpan reads the span at loc, through the chunk cache.
-func (db *DB) readSpan(s *Store, loc index.Location) (*trace.Span, error) {
-	return db.readSpanAs(s, loc, (*trace.ChunkView).Span)
+// readSpan reads the span ref locates, through the chunk cache.
+func (db *DB) readSpan(s *Store, ref index.SpanRef) (*trace.Span, error) {
+	return db.readSpanAs(s, ref, (*trace.ChunkView).Span)
 }
 
-// readSummary reads the span at loc without its record tree (search
+// readSummary reads the span ref locates without its record tree (search
 // results), through the chunk cache.
-func (db *DB) readSummary(s *Store, loc index.Location) (*trace.Span, error) {
-	return db.readSpanAs(s, loc, (*trace.ChunkView).Summary)
+func (db *DB) readSummary(s *Store, ref index.SpanRef) (*trace.Span, error) {
+	return db.readSpanAs(s, ref, (*trace.ChunkView).Summary)
 }
 
-// readSpanAs reads the span at loc through the chunk cache. A chunk that
-// is damaged (bad checksum or framing, a payload that does not decode, an
-// index entry pointing where no chunk or span is) yields a
-// *CorruptChunkError, noted in the DB's damage log (logged and counted
-// once); a chunk known damaged is not read again.
-func (db *DB) readSpanAs(s *Store, loc index.Location, decode func(*trace.ChunkView, int) (*trace.Span, error)) (*trace.Span, error) {
+// readSpanAs reads the span ref locates through the chunk cache. A chunk
+// that is damaged (bad checksum or framing, a payload that does not
+// decode, an index entry pointing where no chunk or span is, or at a span
+// other than the one it names) yields a *CorruptChunkError, noted in the
+// DB's damage log (logged and counted once); a chunk known damaged is not
+// read again.
+func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkView, int) (*trace.Span, error)) (*trace.Span, error) {
+	loc := ref.Loc
 	if ce, ok := db.damage.known(s.key(), loc.ChunkOffset); ok {
 		return nil, ce
 	}
@@ -186,6 +191,10 @@ func (db *DB) readSpanAs(s *Store, loc index.Location, decode func(*trace.ChunkV
 	sp, err := decode(view, int(loc.Index))
 	if err != nil {
 		return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, fmt.Errorf("payload: %w", err))
+	}
+	if sp.TraceID != ref.TraceID || uint64(sp.SpanID) != ref.SpanID || sp.ChunkNum != ref.ChunkNum {
+		return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, fmt.Errorf("payload span %d is span %s/%s piece %d, the index names %s/%s piece %d",
+			loc.Index, sp.TraceID, sp.SpanID, sp.ChunkNum, trace.TraceID(ref.TraceID), trace.SpanID(ref.SpanID), ref.ChunkNum))
 	}
 	return sp, nil
 }
@@ -261,6 +270,7 @@ const maxTextIDs = 4096
 type hit struct {
 	store *Store
 	ref   index.SpanRef
+	trace index.HitTrace // the trace's entries in store, as the search read them
 }
 
 func hitLess(a, b hit) bool { // newer first
@@ -367,7 +377,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		var cbErr error
 		var lastOfStore hit
 		before := len(all)
-		err := s.meta.Search(ctx, t.iq, func(h index.Hit) bool {
+		err := s.meta.SearchTraces(ctx, t.iq, func(h index.Hit, tr index.HitTrace) bool {
 			// Only the newest version of a span is a result.
 			if old, err := isSuperseded(stores, s, h.SpanRef); err != nil {
 				cbErr = err
@@ -391,7 +401,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 				}
 				seenTrace[h.TraceID] = true
 			}
-			lastOfStore = hit{store: s, ref: h.SpanRef}
+			lastOfStore = hit{store: s, ref: h.SpanRef, trace: tr}
 			all = append(all, lastOfStore)
 			n++
 			return n < q.Limit+1
@@ -414,6 +424,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	}
 	sort.Slice(all, func(i, j int) bool { return hitLess(all[i], all[j]) })
 	res := &Result{}
+	var resHits []hit // resHits[i] is the hit of res.Spans[i]
 	seen := map[trace.TraceID]bool{}
 	var last hit // the last result, or damaged hit, the page walked past
 	walked := false
@@ -429,7 +440,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 			more = true
 			break
 		}
-		sp, err := db.readSummary(h.store, h.ref.Loc)
+		sp, err := db.readSummary(h.store, h.ref)
 		if warns.add(err) {
 			last, walked = h, true
 			continue
@@ -439,6 +450,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		}
 		sp.Children = nil
 		res.Spans = append(res.Spans, sp)
+		resHits = append(resHits, h)
 		last, walked = h, true
 	}
 	if horizon != nil && walked {
@@ -451,14 +463,14 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	if q.TraceHeads && !q.Spans {
 		res.Traces = make([]TraceInfo, len(res.Spans))
 		for i, sp := range res.Spans {
-			ti, rootRef, err := db.traceHead(ctx, snap, sp.TraceID)
+			ti, rootRef, err := db.traceHead(ctx, snap, sp.TraceID, &resHits[i])
 			if err != nil {
 				return nil, err
 			}
 			if rootRef != nil {
 				// The root span leaves the answer without its name
 				// when its chunk is damaged.
-				ti.Root, err = db.readSummary(rootRef.store, rootRef.ref.Loc)
+				ti.Root, err = db.readSummary(rootRef.store, rootRef.ref)
 				if err != nil && !warns.add(err) {
 					return nil, err
 				}
@@ -552,7 +564,7 @@ func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cu
 			if ref.ChunkNum > 1 {
 				return false, nil // the root record is in the span's first chunk
 			}
-			sp, err := db.readSummary(s, ref.Loc)
+			sp, err := db.readSummary(s, ref)
 			if errors.As(err, new(*CorruptChunkError)) {
 				return true, nil // the page's walk skips it and names the damaged chunk
 			}
@@ -706,12 +718,12 @@ func decodeCursor(s string) (index.Cursor, error) {
 func (db *DB) TraceHead(ctx context.Context, id trace.TraceID) (root *trace.Span, startNS, endNS int64, spans int, err error) {
 	stores, release := db.snapshot()
 	defer release()
-	ti, rootRef, err := db.traceHead(ctx, stores, id)
+	ti, rootRef, err := db.traceHead(ctx, stores, id, nil)
 	if err != nil {
 		return nil, 0, 0, 0, err
 	}
 	if rootRef != nil {
-		if ti.Root, err = db.readSummary(rootRef.store, rootRef.ref.Loc); err != nil {
+		if ti.Root, err = db.readSummary(rootRef.store, rootRef.ref); err != nil {
 			return nil, 0, 0, 0, err
 		}
 	}
@@ -720,15 +732,27 @@ func (db *DB) TraceHead(ctx context.Context, id trace.TraceID) (root *trace.Span
 
 // traceHead is TraceHead over a snapshot's stores from the index alone:
 // it fills all of TraceInfo but Root and returns where the root span is
-// (nil when every span has a parent).
-func (db *DB) traceHead(ctx context.Context, stores []*Store, id trace.TraceID) (TraceInfo, *hit, error) {
+// (nil when every span has a parent). When the trace was found by a
+// search, from is its hit: the entries the search read in the hit's store
+// are used instead of looking the trace up there again. Stores whose trace
+// filter rules the trace out are not looked in.
+func (db *DB) traceHead(ctx context.Context, stores []*Store, id trace.TraceID, from *hit) (TraceInfo, *hit, error) {
 	var ti TraceInfo
 	var rootRef *hit
 	seen := map[uint64]bool{}
 	for _, s := range stores {
-		refs, err := db.storeTraceRefs(ctx, s, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) }, nil)
-		if err != nil {
-			return ti, nil, fmt.Errorf("store %s: trace %s: %w", StoreName(s.id), id, err)
+		var refs []index.SpanRef
+		switch {
+		case from != nil && from.store == s:
+			refs = from.trace.Spans()
+		case s.remote == nil && !s.mayHoldTrace(id):
+			continue
+		default:
+			var err error
+			refs, err = db.storeTraceRefs(ctx, s, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) }, nil)
+			if err != nil {
+				return ti, nil, fmt.Errorf("store %s: trace %s: %w", StoreName(s.id), id, err)
+			}
 		}
 		for _, r := range refs {
 			if !seen[r.SpanID] {

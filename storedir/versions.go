@@ -215,7 +215,7 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 			if !ok {
 				continue
 			}
-			stored, err := db.readSpan(f.store, f.ref.Loc)
+			stored, err := db.readSpan(f.store, f.ref)
 			if err == nil {
 				enc1, err = trace.EncodeChunk(enc1[:0], []*trace.Span{sp})
 			}
