@@ -85,6 +85,7 @@ func BenchmarkManyAttrs(b *testing.B) {
 			defer ix.Close()
 			e := manyAttrsEntry(n, 0)
 			b.ResetTimer()
+			cpu0 := processCPU(b)
 			for i := 0; i < b.N; i++ {
 				e.TraceID[2], e.TraceID[3] = byte(i), byte(i>>8)
 				batch := ix.NewBatch()
@@ -94,6 +95,7 @@ func BenchmarkManyAttrs(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/attr")
+			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/attr")
 		})
 	}
 }
