@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mathbits "math/bits"
 	"slices"
+	"sync"
 
 	"github.com/ztsd/ztsd/index/kv"
 	"github.com/ztsd/ztsd/index/postings"
@@ -36,38 +38,111 @@ type postKey struct {
 	a, b   uint64
 }
 
-// openBlock is the in-memory index of the open block: its posting lists as
-// they will be written when it is sealed, and, for searches, the entries
-// by text set (Texts plus attribute values). The writer changes it under
-// Index.mu; searches read it under Index.mu's read lock.
+// openBlock is the open block in memory: the rows of its entries, in
+// offset order, and the posting lists that searches build from those rows
+// on demand.
+//
+// The writer only appends rows (Commit: a copy of each row, no posting
+// work on the commit path); the block's posting lists are built once, when
+// it is sealed, from its rows. A search that reaches the open block extends
+// the search lists (attribute pairs, and texts including attribute values)
+// to the rows it sees and evaluates its conditions on them, so the work of
+// indexing the open block for searches is done by searches, once per row,
+// and only when there are searches.
+//
+// Concurrency: rows is append-only and a row never changes once appended.
+// The writer prepares a new rows slice without any lock (appending beyond
+// the length readers see never touches what they read) and publishes it
+// under Index.mu; readers copy the slice header under Index.mu's read lock
+// and read the rows without it. searchN, searchAttrs and searchTexts are
+// guarded by searchMu, which the writer never takes.
 type openBlock struct {
-	blk   uint64
-	posts blockPostings
-	texts postingLists[uint64]
+	blk  uint64
+	rows []row // rows[off] is the row of the block's entry at offset off
+
+	// The rows' attributes and texts are carved out of these: a block
+	// holds its rows in a few large arrays, not two allocations per row.
+	attrArena []KV
+	textArena []uint64
+
+	searchMu    sync.Mutex
+	searchN     uint32               // rows[:searchN] are in the lists below
+	searchAttrs postingLists[KV]     // attribute pair → offsets
+	searchTexts postingLists[uint64] // text (a text or an attribute value) → offsets
 }
 
 func newOpenBlock(blk uint64) *openBlock {
-	return &openBlock{blk: blk, posts: newBlockPostings(), texts: newPostingLists[uint64]()}
+	return &openBlock{blk: blk}
 }
 
-func (o *openBlock) add(off uint32, r row) {
-	o.posts.add(off, r)
-	for _, t := range r.texts {
-		o.texts.addOnce(t, off)
+// appendRows returns o.rows with copies of rows appended (carved out of
+// o's arenas). The caller publishes the result as o.rows under Index.mu.
+func (o *openBlock) appendRows(rows []row) []row {
+	out := o.rows
+	for _, r := range rows {
+		out = append(out, row{
+			attrs:         carve(&o.attrArena, r.attrs),
+			texts:         carve(&o.textArena, r.texts),
+			valuesInTexts: r.valuesInTexts,
+		})
 	}
-	if r.valuesInTexts {
-		return
+	return out
+}
+
+// carve returns a copy of s carved out of *arena (a new arena, twice the
+// last up to openArena elements, when it is full).
+func carve[T any](arena *[]T, s []T) []T {
+	if len(s) == 0 {
+		return nil
 	}
-	for _, kv := range r.attrs {
-		o.texts.addOnce(kv.Value, off)
+	if cap(*arena)-len(*arena) < len(s) {
+		n := min(max(2*cap(*arena), firstArena), openArena)
+		*arena = make([]T, 0, max(n, len(s)))
 	}
+	a := *arena
+	out := append(a[len(a):len(a):len(a)+len(s)], s...)
+	*arena = a[:len(a)+len(s)]
+	return out
+}
+
+// openArena is the most elements an open block's arena grows by at once.
+const openArena = 1 << 14
+
+// searchLists extends the search lists to rows (a snapshot of o.rows, taken
+// under Index.mu's read lock) and calls fn with them under searchMu. fn
+// must not retain the lists; entries beyond the caller's view may be in
+// them.
+func (o *openBlock) searchLists(rows []row, fn func(attrs *postingLists[KV], texts *postingLists[uint64])) {
+	o.searchMu.Lock()
+	defer o.searchMu.Unlock()
+	if o.searchAttrs.at == nil {
+		o.searchAttrs, o.searchTexts = newPostingLists[KV](), newPostingLists[uint64]()
+	}
+	for off := o.searchN; off < uint32(len(rows)); off++ {
+		r := rows[off]
+		for _, kv := range r.attrs {
+			o.searchAttrs.add(kv, off)
+		}
+		for _, t := range r.texts {
+			o.searchTexts.addOnce(t, off)
+		}
+		if !r.valuesInTexts {
+			for _, kv := range r.attrs {
+				o.searchTexts.addOnce(kv.Value, off)
+			}
+		}
+	}
+	o.searchN = max(o.searchN, uint32(len(rows)))
+	fn(&o.searchAttrs, &o.searchTexts)
 }
 
 // postingLists are posting lists by key, held in one slice and found
 // through a map of their positions: extending a list costs one map lookup
-// (a map of slices costs a lookup and an assignment).
+// (a map of slices costs a lookup and an assignment). keys[i] is the key of
+// lists[i].
 type postingLists[K comparable] struct {
 	at    map[K]int32
+	keys  []K
 	lists [][]uint32
 }
 
@@ -75,26 +150,30 @@ func newPostingLists[K comparable]() postingLists[K] {
 	return postingLists[K]{at: make(map[K]int32)}
 }
 
+// index returns the position of k's list, creating an empty one.
+func (p *postingLists[K]) index(k K) int32 {
+	if i, ok := p.at[k]; ok {
+		return i
+	}
+	i := int32(len(p.lists))
+	p.at[k] = i
+	p.keys = append(p.keys, k)
+	p.lists = append(p.lists, nil)
+	return i
+}
+
 // add appends off to k's list.
 func (p *postingLists[K]) add(k K, off uint32) {
-	if i, ok := p.at[k]; ok {
-		p.lists[i] = append(p.lists[i], off)
-		return
-	}
-	p.at[k] = int32(len(p.lists))
-	p.lists = append(p.lists, []uint32{off})
+	i := p.index(k)
+	p.lists[i] = append(p.lists[i], off)
 }
 
 // addOnce appends off to k's list unless the list ends with it.
 func (p *postingLists[K]) addOnce(k K, off uint32) {
-	if i, ok := p.at[k]; ok {
-		if l := p.lists[i]; l[len(l)-1] != off {
-			p.lists[i] = append(l, off)
-		}
-		return
+	i := p.index(k)
+	if l := p.lists[i]; len(l) == 0 || l[len(l)-1] != off {
+		p.lists[i] = append(l, off)
 	}
-	p.at[k] = int32(len(p.lists))
-	p.lists = append(p.lists, []uint32{off})
 }
 
 // get returns k's list (nil when there is none).
@@ -105,63 +184,45 @@ func (p *postingLists[K]) get(k K) []uint32 {
 	return nil
 }
 
-// set replaces k's list.
-func (p *postingLists[K]) set(k K, offs []uint32) {
-	if i, ok := p.at[k]; ok {
-		p.lists[i] = offs
-		return
-	}
-	p.at[k] = int32(len(p.lists))
-	p.lists = append(p.lists, offs)
-}
-
-// all yields every key with its list, in no particular order.
-func (p *postingLists[K]) all(yield func(K, []uint32) bool) {
-	for k, i := range p.at {
-		if !yield(k, p.lists[i]) {
-			return
-		}
-	}
-}
-
 // blockPostings are the posting lists of one block being built: those of
 // attribute pairs and those of texts apart, so that each map's key is
 // plain memory hashed in one go (a text's is one word).
+//
+// Consecutive rows tend to repeat what they hold at the same positions
+// (the resource and scope attributes of one request's spans, the keys of
+// the same operation's attributes), so add remembers the previous row's
+// attributes and texts with the positions of their lists: a repeat costs
+// a comparison instead of a map lookup.
 type blockPostings struct {
 	attrs postingLists[KV]
 	words postingLists[uint64]
+
+	prev, cur posCache
+	values    valueSet
+}
+
+// posCache is one row's attributes and texts with the positions of their
+// lists (-1 for a text that was an attribute value of the row: no list).
+type posCache struct {
+	attrs     []KV
+	attrLists []int32
+	texts     []uint64
+	textLists []int32
 }
 
 func newBlockPostings() blockPostings {
 	return blockPostings{attrs: newPostingLists[KV](), words: newPostingLists[uint64]()}
 }
 
-// get returns the list of k (nil when there is none).
-func (p *blockPostings) get(k postKey) []uint32 {
-	if k.prefix == prefixText {
-		return p.words.get(k.a)
-	}
-	return p.attrs.get(KV{k.a, k.b})
-}
-
-// set replaces the list of k.
-func (p *blockPostings) set(k postKey, offs []uint32) {
-	if k.prefix == prefixText {
-		p.words.set(k.a, offs)
-		return
-	}
-	p.attrs.set(KV{k.a, k.b}, offs)
-}
-
-// all yields every list with its key, in no particular order.
+// all yields every list with its key, in the order the lists were created.
 func (p *blockPostings) all(yield func(postKey, []uint32) bool) {
-	for kv, offs := range p.attrs.all {
-		if !yield(postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}, offs) {
+	for i, kv := range p.attrs.keys {
+		if !yield(postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}, p.attrs.lists[i]) {
 			return
 		}
 	}
-	for t, offs := range p.words.all {
-		if !yield(postKey{prefix: prefixText, a: t}, offs) {
+	for i, t := range p.words.keys {
+		if !yield(postKey{prefix: prefixText, a: t}, p.words.lists[i]) {
 			return
 		}
 	}
@@ -169,34 +230,105 @@ func (p *blockPostings) all(yield func(postKey, []uint32) bool) {
 
 // add adds the entry at offset off with row r: one posting per attribute,
 // and one per text that is not also an attribute value of the entry (those
-// are found through the attribute's list, see Query.TextAny).
+// are found through the attribute's list, see Query.TextAny). Offsets must
+// come in ascending order. The row's slices must not change until the
+// posting lists are written (add keeps the last row to compare the next
+// one with).
 //
 // Its cost is linear in the row's attributes and texts: a row with many
-// attributes looks its texts up in a set of its attribute values.
+// attributes looks its texts up in a hash set of its attribute values.
 func (p *blockPostings) add(off uint32, r row) {
-	for _, kv := range r.attrs {
-		p.attrs.add(kv, off)
+	prev, cur := &p.prev, &p.cur
+	cur.attrs, cur.attrLists = r.attrs, cur.attrLists[:0]
+	for j, kv := range r.attrs {
+		var li int32
+		if j < len(prev.attrs) && prev.attrs[j] == kv {
+			li = prev.attrLists[j]
+		} else {
+			li = p.attrs.index(kv)
+		}
+		p.attrs.lists[li] = append(p.attrs.lists[li], off)
+		cur.attrLists = append(cur.attrLists, li)
 	}
-	isValue := func(t uint64) bool {
-		for _, kv := range r.attrs {
-			if kv.Value == t {
-				return true
+	small := len(r.attrs) <= smallValueRow
+	if !small {
+		p.values.reset(r.attrs)
+	}
+	cur.texts, cur.textLists = r.texts, cur.textLists[:0]
+	for j, t := range r.texts {
+		var isValue bool
+		if small {
+			for _, kv := range r.attrs {
+				if kv.Value == t {
+					isValue = true
+					break
+				}
+			}
+		} else {
+			isValue = p.values.has(t)
+		}
+		li := int32(-1)
+		switch {
+		case isValue:
+		case j < len(prev.texts) && prev.texts[j] == t && prev.textLists[j] >= 0:
+			li = prev.textLists[j]
+		default:
+			li = p.words.index(t)
+		}
+		if li >= 0 {
+			p.words.lists[li] = append(p.words.lists[li], off)
+		}
+		cur.textLists = append(cur.textLists, li)
+	}
+	p.prev, p.cur = p.cur, p.prev
+}
+
+// valueSet is a set of attribute values (open addressing, cleared by
+// generation), rebuilt for every large row.
+type valueSet struct {
+	slots []uint64
+	gens  []uint32
+	gen   uint32
+	shift uint
+}
+
+func (s *valueSet) reset(attrs []KV) {
+	n := 16
+	for n < 2*len(attrs) {
+		n *= 2
+	}
+	if len(s.slots) < n {
+		s.slots, s.gens, s.gen = make([]uint64, n), make([]uint32, n), 0
+		s.shift = uint(64 - mathbits.TrailingZeros(uint(n)))
+	}
+	s.gen++
+	if s.gen == 0 { // wrapped: clear the marks of every earlier generation
+		clear(s.gens)
+		s.gen = 1
+	}
+	mask := uint64(len(s.slots) - 1)
+	for _, kv := range attrs {
+		for i := (kv.Value * 0x9e3779b97f4a7c15) >> s.shift; ; i = (i + 1) & mask {
+			if s.gens[i] != s.gen {
+				s.slots[i], s.gens[i] = kv.Value, s.gen
+				break
+			}
+			if s.slots[i] == kv.Value {
+				break
 			}
 		}
-		return false
 	}
-	if len(r.attrs) > smallRow {
-		values := make(map[uint64]struct{}, len(r.attrs))
-		for _, kv := range r.attrs {
-			values[kv.Value] = struct{}{}
+}
+
+func (s *valueSet) has(v uint64) bool {
+	mask := uint64(len(s.slots) - 1)
+	for i := (v * 0x9e3779b97f4a7c15) >> s.shift; ; i = (i + 1) & mask {
+		if s.gens[i] != s.gen {
+			return false
 		}
-		isValue = func(t uint64) bool { _, ok := values[t]; return ok }
-	}
-	for _, t := range r.texts {
-		if isValue(t) {
-			continue
+		if s.slots[i] == v {
+			return true
 		}
-		p.words.add(t, off)
 	}
 }
 
@@ -209,9 +341,13 @@ const (
 	batchArena = 4096
 )
 
-// smallRow is the number of attributes up to which scanning them beats
-// building a set.
-const smallRow = 32
+// smallRow is the number of elements up to which distinct scans what it
+// kept instead of building a set; smallValueRow the number of attributes
+// up to which blockPostings.add scans them instead of hashing them.
+const (
+	smallRow      = 32
+	smallValueRow = 8
+)
 
 // NewBatch starts a batch whose entries follow everything committed so far.
 func (ix *Index) NewBatch() *Batch {
@@ -407,11 +543,16 @@ func (b *Batch) Commit() error {
 			i = end
 			continue
 		}
-		// The block is full: write its posting lists once.
+		// The block is full: build its posting lists from its rows (those
+		// committed before, kept by ix.open, and this batch's) and write
+		// them once.
 		posts := newBlockPostings()
 		if firstOff > 0 {
-			for k, offs := range ix.open.posts.all {
-				posts.set(k, slices.Clip(offs)) // appending copies: ix.open stays as is
+			if o := ix.open; o == nil || o.blk != blk || len(o.rows) != int(firstOff) {
+				return fmt.Errorf("index %s: commit: the open block in memory does not hold the %d rows of block %d", ix.dir, firstOff, blk)
+			}
+			for off, r := range ix.open.rows {
+				posts.add(uint32(off), r)
 			}
 			wb.Delete(numKey(key[:0], prefixRows, blk))
 		}
@@ -454,15 +595,20 @@ func (b *Batch) Commit() error {
 	if len(newSealed)-order2.upto >= rebuildEvery {
 		order2 = buildOrder(order2, newSealed)
 	}
-	ix.mu.Lock()
+	// The rows of the block that stays open are copied (the batch's rows
+	// may be the caller's slices) before the readers' view changes.
+	open := ix.open
 	if len(newSealed) > len(sealed) {
-		ix.open = newOpenBlock(uint64(len(newSealed)))
+		open = newOpenBlock(uint64(len(newSealed)))
 	}
+	var rows []row
 	if openRows != nil {
-		firstOff := tail.n - uint32(len(openRows))
-		for j, r := range openRows {
-			ix.open.add(firstOff+uint32(j), r)
-		}
+		rows = open.appendRows(openRows)
+	}
+	ix.mu.Lock()
+	ix.open = open
+	if openRows != nil {
+		open.rows = rows
 	}
 	ix.spans, ix.traces, ix.watermark = newState.spans, newState.traces, newState.watermark
 	ix.sealed, ix.tail, ix.order = newSealed, tail, order2

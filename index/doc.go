@@ -32,9 +32,12 @@
 //     a sealed block, written once when the block fills up; 'v' value key
 //     records which keys a value occurs under (for text search).
 //   - 'r' block → the rows (attribute and text ids) of the open block, the
-//     one still filling up; deleted when it is sealed. The writer keeps the
-//     open block's posting lists in memory and rebuilds them from the rows
-//     on open; searches evaluate the rows.
+//     one still filling up; deleted when it is sealed. The index keeps the
+//     open block's rows in memory too (read back on open): the commit path
+//     only appends rows, the block's posting lists are built from them once
+//     when it is sealed, and searches build in-memory lists from the rows
+//     on demand (see openBlock); a search that outlives the open block in
+//     memory evaluates the rows it reads.
 //   - 'm' → format record; state record (counters, watermark, open block
 //     summary), written with every batch.
 //
@@ -49,8 +52,8 @@
 // span id desc), one hit per (StartNS, trace id, span id): when several
 // chunks of one span match, the hit is the lowest chunk number. It visits
 // blocks in descending max-start order, finds candidates in each block by
-// intersecting posting lists (attributes AND, texts OR; the open block's
-// rows are evaluated directly), filters them with
+// intersecting posting lists (attributes AND, texts OR; for the open block,
+// lists built in memory from its rows), filters them with
 // the time column (start, error bit, duration class: minimum and maximum
 // duration), and emits a candidate once no unvisited block can hold a
 // newer one, after its exact duration and the caller's Accept (a condition

@@ -254,7 +254,7 @@ func (ix *Index) load(createShift uint) error {
 	ix.sealed = sealed
 	ix.order = buildOrder(nil, sealed)
 
-	// The open block: rebuild the writer's posting lists from its rows.
+	// The open block: its rows, back in memory.
 	ix.open = newOpenBlock(nsealed)
 	if ix.tail.n > 0 {
 		v, ok, err := ix.get(numKey(nil, prefixRows, nsealed))
@@ -267,7 +267,7 @@ func (ix *Index) load(createShift uint) error {
 		var seen uint32
 		err = decodeRows(v, nsealed, ix.blockSize, ix.tail.n, func(off uint32, r row) {
 			if off == seen {
-				ix.open.add(off, r)
+				ix.open.rows = ix.open.appendRows([]row{r})
 				seen++
 			}
 		})

@@ -827,6 +827,79 @@ func TestConcurrentReadersDuringWrites(t *testing.T) {
 	}
 }
 
+// TestReadYourWritesWhileSearching: after every Commit, a search finds
+// exactly what the model holds (attribute, text and attribute-value-as-text
+// conditions, open block included), while other goroutines search all the
+// time and so extend the open block's search lists concurrently with the
+// commits and with each other. Batches are small and the blocks have 32
+// entries, so most searches meet a partly filled open block and many
+// batches seal one.
+func TestReadYourWritesWhileSearching(t *testing.T) {
+	entries := genEntries(23, 150)
+	ix := openTest(t, t.TempDir(), 5)
+	defer ix.Close()
+	queries := []Query{
+		{Attrs: []KV{{1, 101}}},
+		{Attrs: []KV{{2, 100}, {1, 101}}},
+		{TextAny: []uint64{1001, 1002}},
+		{TextAny: []uint64{101}}, // an attribute value
+		{Attrs: []KV{{1, 101}}, TextAny: []uint64{1003, 102}},
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	errc := make(chan error, 4)
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			for i := r; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := ix.Search(context.Background(), queries[i%len(queries)], func(Hit) bool { return true }); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}(r)
+	}
+	m := &model{}
+	rng := rand.New(rand.NewPCG(24, 1))
+	for i := 0; i < len(entries); {
+		end := min(len(entries), i+1+rng.IntN(12))
+		b := ix.NewBatch()
+		for _, e := range entries[i:end] {
+			b.AddSpan(e)
+			m.add(e)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		i = end
+		for _, q := range queries {
+			if d := diffHits(collect(t, ix, q), m.search(q)); d != "" {
+				close(done)
+				wg.Wait()
+				t.Fatalf("after %d entries, query %+v: %s", i, q, d)
+			}
+		}
+	}
+	close(done)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	default:
+	}
+	for _, q := range queries {
+		if len(m.search(q)) == 0 {
+			t.Fatalf("query %+v matches nothing: the test checks too little", q)
+		}
+	}
+}
+
 // hitBefore reports whether a strictly precedes b in search order.
 func hitBefore(a, b Hit) bool {
 	if a.StartNS != b.StartNS {

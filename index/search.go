@@ -425,37 +425,44 @@ func (s *searcher) candidates(blk uint64, sum blockSummary) (cands []uint32, all
 	return cands, false, nil
 }
 
-// openBlockMemory evaluates the attribute and text conditions on the
-// writer's in-memory index of the open block; ok is false when that index
-// is of another block (this one was sealed after the search began).
+// openBlockMemory evaluates the attribute and text conditions on the open
+// block in memory, through the search lists it extends to the rows it holds
+// (see openBlock); ok is false when the open block in memory is another
+// one (this one was sealed after the search began).
 func (s *searcher) openBlockMemory(blk uint64, sum blockSummary) ([]uint32, bool) {
 	s.ix.mu.RLock()
-	defer s.ix.mu.RUnlock()
 	o := s.ix.open
+	var rows []row
+	if o != nil {
+		rows = o.rows
+	}
+	s.ix.mu.RUnlock()
 	if o == nil || o.blk != blk {
 		return nil, false
 	}
 	var cands []uint32
-	for i, c := range s.conj {
-		var set []uint32
-		if c.attr != nil {
-			set = o.posts.get(postKey{prefix: prefixAttr, a: c.attr.Key, b: c.attr.Value})
-		} else {
-			for _, t := range c.texts {
-				set = postings.Union(set, o.texts.get(t))
+	o.searchLists(rows, func(attrs *postingLists[KV], texts *postingLists[uint64]) {
+		for i, c := range s.conj {
+			var set []uint32
+			if c.attr != nil {
+				set = attrs.get(*c.attr)
+			} else {
+				for _, t := range c.texts {
+					set = postings.Union(set, texts.get(t))
+				}
+			}
+			// Entries beyond the search's view are newer than the search.
+			n, _ := slices.BinarySearch(set, sum.n)
+			if i == 0 {
+				cands = append([]uint32{}, set[:n]...)
+			} else {
+				cands = postings.Intersect(cands, set[:n])
+			}
+			if len(cands) == 0 {
+				break
 			}
 		}
-		// Entries beyond the search's view are newer than the search.
-		n, _ := slices.BinarySearch(set, sum.n)
-		if i == 0 {
-			cands = append([]uint32{}, set[:n]...)
-		} else {
-			cands = postings.Intersect(cands, set[:n])
-		}
-		if len(cands) == 0 {
-			break
-		}
-	}
+	})
 	return cands, true
 }
 

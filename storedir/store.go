@@ -707,22 +707,39 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 // those of calling it for every occurrence.
 //
 // Each remembered string also carries the number of the last span that
-// listed it, so one map lookup per string both finds its id and says
-// whether the span has it already. The spans' Texts and Attrs are carved
-// out of two shared arrays, not allocated per span.
+// listed it, so one lookup per string both finds its id and says whether
+// the span has it already. Consecutive spans tend to list the same strings
+// in the same order (a request's resource attributes, the keys of one
+// operation's attributes), so the interner first compares a string with
+// the one the previous span listed at the same position, and looks it up
+// in its map only when they differ. Numbers and booleans are formatted
+// into a scratch buffer and looked up without allocating; only a new one
+// becomes a string. The spans' Texts and Attrs are carved out of two
+// shared arrays, not allocated per span.
 type interner struct {
 	tb    *textindex.Batch
 	ids   map[string]int32 // index into texts
 	texts []internedText
 	span  uint32 // number of the current span, from 1
 
+	// prev and cur are the strings the previous and the current span
+	// interned, in order, with their index into texts.
+	prev, cur []internedAt
+	scratch   []byte
+
 	textArena []uint64
 	attrArena []index.KV
 }
 
 type internedText struct {
+	s        string
 	id       uint64
 	lastSpan uint32 // the last span (interner.span) that listed it
+}
+
+type internedAt struct {
+	s string
+	i int32
 }
 
 // newInterner sizes its map for about hint distinct strings: a group commit
@@ -734,16 +751,58 @@ func newInterner(tb *textindex.Batch, hint int) *interner {
 // intern returns the text id of s and whether the current span listed it
 // already.
 func (in *interner) intern(s string) (uint64, bool) {
-	if i, ok := in.ids[s]; ok {
-		t := &in.texts[i]
-		seen := t.lastSpan == in.span
-		t.lastSpan = in.span
-		return t.id, seen
+	if j := len(in.cur); j < len(in.prev) && in.prev[j].s == s {
+		return in.listed(in.prev[j].i, s)
 	}
+	if i, ok := in.ids[s]; ok {
+		return in.listed(i, s)
+	}
+	return in.add(s)
+}
+
+// internBytes is intern for a string held in b (which it does not retain).
+func (in *interner) internBytes(b []byte) (uint64, bool) {
+	if j := len(in.cur); j < len(in.prev) && in.prev[j].s == string(b) {
+		return in.listed(in.prev[j].i, in.prev[j].s)
+	}
+	if i, ok := in.ids[string(b)]; ok {
+		return in.listed(i, in.texts[i].s)
+	}
+	return in.add(string(b))
+}
+
+// listed records that the current span lists texts[i] (whose string is s)
+// and returns its id and whether the span listed it before.
+func (in *interner) listed(i int32, s string) (uint64, bool) {
+	t := &in.texts[i]
+	seen := t.lastSpan == in.span
+	t.lastSpan = in.span
+	in.cur = append(in.cur, internedAt{s: s, i: i})
+	return t.id, seen
+}
+
+// add interns s, which the interner has not seen.
+func (in *interner) add(s string) (uint64, bool) {
 	id := in.tb.Intern(s)
-	in.ids[s] = int32(len(in.texts))
-	in.texts = append(in.texts, internedText{id: id, lastSpan: in.span})
+	i := int32(len(in.texts))
+	in.ids[s] = i
+	in.texts = append(in.texts, internedText{id: id, lastSpan: in.span, s: s})
+	in.cur = append(in.cur, internedAt{s: s, i: i})
 	return id, false
+}
+
+// valueText appends the text of a scalar value v (trace.Value.Text) to
+// dst, or returns the string itself for a string value.
+func valueText(dst []byte, v trace.Value) (string, []byte) {
+	switch v.Kind {
+	case trace.KindString:
+		return v.Str, nil
+	case trace.KindInt:
+		return "", strconv.AppendInt(dst, v.Int, 10)
+	case trace.KindBool:
+		return "", strconv.AppendBool(dst, v.Bool)
+	}
+	return v.Text(), nil
 }
 
 // arenaBlock is the most ids an arena grows by at once: the first holds
@@ -756,6 +815,7 @@ const arenaBlock = 4096
 // fills e.Attrs and e.Texts.
 func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
 	in.span++
+	in.prev, in.cur = in.cur, in.prev[:0]
 	if cap(in.textArena)-len(in.textArena) < 256 {
 		in.textArena = make([]uint64, 0, min(max(2*cap(in.textArena), 512), arenaBlock))
 	}
@@ -783,7 +843,18 @@ func (in *interner) internSpan(sp *trace.Span, e *index.SpanEntry) {
 			case trace.KindList, trace.KindMap:
 				continue
 			}
-			v, vSeen := addText(a.Value.Text())
+			var v uint64
+			var vSeen bool
+			str, b := valueText(in.scratch[:0], a.Value)
+			if b != nil {
+				in.scratch = b
+				// A formatted number is never empty.
+				if v, vSeen = in.internBytes(b); !vSeen {
+					texts = append(texts, v)
+				}
+			} else {
+				v, vSeen = addText(str)
+			}
 			if k == 0 || v == 0 {
 				continue
 			}

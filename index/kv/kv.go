@@ -11,6 +11,8 @@ package kv
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -153,12 +155,30 @@ type Batch struct {
 }
 
 type bufferedOp struct {
+	// head is the key's first 8 bytes, big-endian (zero-padded): most
+	// comparisons of the sort in Commit end on it without touching the
+	// arena.
+	head                       uint64
 	merge, del                 bool
 	keyStart, valStart, valEnd int
 }
 
+// keyHead returns the first 8 bytes of key as a big-endian number, short
+// keys padded with zeros: keyHead(a) < keyHead(b) implies a < b, and equal
+// heads leave the order to the rest of the keys.
+func keyHead(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var h uint64
+	for i, c := range key {
+		h |= uint64(c) << (56 - 8*i)
+	}
+	return h
+}
+
 func (b *Batch) add(merge bool, key, val []byte) {
-	op := bufferedOp{merge: merge, keyStart: len(b.arena)}
+	op := bufferedOp{head: keyHead(key), merge: merge, keyStart: len(b.arena)}
 	b.arena = append(b.arena, key...)
 	op.valStart = len(b.arena)
 	b.arena = append(b.arena, val...)
@@ -186,7 +206,21 @@ func (b *Batch) key(op bufferedOp) []byte { return b.arena[op.keyStart:op.valSta
 // Commit applies the writes atomically, without syncing. Writes to the same
 // key keep their order.
 func (b *Batch) Commit(db *pebble.DB) error {
-	slices.SortStableFunc(b.ops, func(x, y bufferedOp) int { return bytes.Compare(b.key(x), b.key(y)) })
+	// Key order, and writes to one key in the order they were added (their
+	// keys were appended to the arena in that order): an unstable sort
+	// made stable by the arena position, comparing the keys' heads first.
+	slices.SortFunc(b.ops, func(x, y bufferedOp) int {
+		if x.head != y.head {
+			if x.head < y.head {
+				return -1
+			}
+			return 1
+		}
+		if c := bytes.Compare(b.key(x), b.key(y)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.keyStart, y.keyStart)
+	})
 	pb := db.NewBatchWithSize(len(b.arena) + 16*len(b.ops))
 	defer pb.Close()
 	for _, op := range b.ops {

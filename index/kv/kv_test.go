@@ -170,3 +170,38 @@ func TestBulkLoadDefersCompaction(t *testing.T) {
 		t.Fatalf("normal open: %d tables still in L0: automatic compaction did not run", n)
 	}
 }
+
+// TestBatchOrderManyOps checks that Commit keeps the order of writes to one
+// key among many writes whose keys share their first 8 bytes (the sort
+// compares those first) or are shorter than 8 bytes: large enough a batch
+// that the sort is not an insertion sort.
+func TestBatchOrderManyOps(t *testing.T) {
+	db := openTest(t, nil)
+	var b Batch
+	keys := []string{"long-key-shared-head/1", "long-key-shared-head/0", "long-key", "lon", "long-key-shared-head/10"}
+	want := map[string]string{}
+	for i := 0; i < 500; i++ {
+		k := keys[(i*7)%len(keys)]
+		v := string(rune('a' + i%26))
+		b.Merge([]byte(k), []byte(v))
+		want[k] += v
+	}
+	b.Set([]byte("zz"), []byte("first"))
+	b.Delete([]byte("zz"))
+	b.Set([]byte("zz"), []byte("last"))
+	want["zz"] = "last"
+	if err := b.Commit(db); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewPointReader(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for k, w := range want {
+		v, ok, err := r.Get([]byte(k))
+		if err != nil || !ok || string(v) != w {
+			t.Fatalf("Get(%s) = %q %v %v, want %q", k, v, ok, err, w)
+		}
+	}
+}
