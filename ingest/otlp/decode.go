@@ -8,13 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"syscall"
-	"unicode/utf8"
-
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/ztsd/ztsd/membudget"
 	"github.com/ztsd/ztsd/trace"
@@ -186,76 +179,15 @@ func decodeBody(body []byte, enc bodyEncoding, opt Options) ([]*trace.Span, int6
 	if int64(len(body)) > opt.MaxBodySize {
 		return nil, 0, "", fmt.Errorf("%w: body of %d bytes, limit %d", ErrTooLarge, len(body), opt.MaxBodySize)
 	}
-	var (
-		req    *collectortrace.ExportTraceServiceRequest
-		badIDs map[*tracepb.Span]string
-		err    error
-	)
 	switch enc {
 	case encodingProtobuf:
-		req, err = unmarshalProtobuf(body)
+		return decodeWire(body, opt)
 	case encodingJSON:
-		req, badIDs, err = unmarshalJSON(body)
-	default:
-		err = fmt.Errorf("%w: unknown body encoding %d", ErrUnsupportedMediaType, enc)
-	}
-	if err != nil {
-		return nil, 0, "", err
-	}
-	return mapRequest(req, badIDs, opt)
-}
-
-// unmarshalProtobuf decodes a binary ExportTraceServiceRequest. On failure
-// it walks the bytes along the message descriptors to name the offset of the
-// first malformed field.
-func unmarshalProtobuf(body []byte) (*collectortrace.ExportTraceServiceRequest, error) {
-	req := new(collectortrace.ExportTraceServiceRequest)
-	if err := proto.Unmarshal(body, req); err != nil {
-		if off, why := locateProtoError(body, req.ProtoReflect().Descriptor(), 0, 0); off >= 0 {
-			return nil, fmt.Errorf("%w: protobuf at offset %d: %s", ErrMalformed, off, why)
+		req, badIDs, err := unmarshalJSON(body)
+		if err != nil {
+			return nil, 0, "", err
 		}
-		return nil, fmt.Errorf("%w: protobuf: %v", ErrMalformed, err)
+		return mapRequest(req, badIDs, opt)
 	}
-	return req, nil
-}
-
-// maxProtoNesting bounds the descriptor walk of locateProtoError (the
-// protobuf runtime's own recursion limit is 10000).
-const maxProtoNesting = 10000
-
-// locateProtoError walks b as a message of type md and returns the offset
-// (counted from the start of the body, base being b's) of the first field
-// that the protobuf runtime rejects, with the reason; -1 when it finds none.
-func locateProtoError(b []byte, md protoreflect.MessageDescriptor, base, depth int) (int, string) {
-	if depth > maxProtoNesting {
-		return base, fmt.Sprintf("messages nested deeper than %d", maxProtoNesting)
-	}
-	for off := 0; off < len(b); {
-		num, typ, n := protowire.ConsumeTag(b[off:])
-		if n < 0 {
-			return base + off, fmt.Sprintf("field tag: %v", protowire.ParseError(n))
-		}
-		fd := md.Fields().ByNumber(num)
-		val := b[off+n:]
-		m := protowire.ConsumeFieldValue(num, typ, val)
-		if m < 0 {
-			return base + off, fmt.Sprintf("field %d (wire type %d): %v", num, typ, protowire.ParseError(m))
-		}
-		if fd != nil && typ == protowire.BytesType {
-			inner, ln := protowire.ConsumeBytes(val)
-			start := base + off + n + ln - len(inner)
-			switch fd.Kind() {
-			case protoreflect.MessageKind:
-				if o, why := locateProtoError(inner, fd.Message(), start, depth+1); o >= 0 {
-					return o, fmt.Sprintf("%s: %s", fd.Name(), why)
-				}
-			case protoreflect.StringKind:
-				if !utf8.Valid(inner) {
-					return start, fmt.Sprintf("%s: string is not valid UTF-8", fd.Name())
-				}
-			}
-		}
-		off += n + m
-	}
-	return -1, ""
+	return nil, 0, "", fmt.Errorf("%w: unknown body encoding %d", ErrUnsupportedMediaType, enc)
 }

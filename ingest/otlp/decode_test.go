@@ -600,11 +600,11 @@ func TestDecodeRequestErrors(t *testing.T) {
 		want              error
 		msg               string
 	}{
-		{"truncated protobuf", ContentTypeProtobuf, good[:len(good)/2], Options{}, ErrMalformed, "protobuf at offset 0: field 1 (wire type 2): unexpected EOF"},
+		{"truncated protobuf", ContentTypeProtobuf, good[:len(good)/2], Options{}, ErrMalformed, "protobuf at offset 0: resource_spans[0]: value of wire type 2: unexpected EOF"},
 		{"bad wire type", ContentTypeProtobuf, []byte{0x0f}, Options{}, ErrMalformed, "protobuf at offset 0: field 1 (wire type 7)"},
-		{"length overrun", ContentTypeProtobuf, []byte{0x0a, 0x05, 'a', 'b'}, Options{}, ErrMalformed, "protobuf at offset 0: field 1 (wire type 2): unexpected EOF"},
+		{"length overrun", ContentTypeProtobuf, []byte{0x0a, 0x05, 'a', 'b'}, Options{}, ErrMalformed, "protobuf at offset 0: resource_spans[0]: value of wire type 2: unexpected EOF"},
 		{"bad tag", ContentTypeProtobuf, []byte{0x0a, 0x00, 0x80}, Options{}, ErrMalformed, "protobuf at offset 2: field tag"},
-		{"invalid UTF-8", ContentTypeProtobuf, badUTF8, Options{}, ErrMalformed, "protobuf at offset " + strconv.Itoa(nameAt) + ": resource_spans: scope_spans: spans: name: string is not valid UTF-8"},
+		{"invalid UTF-8", ContentTypeProtobuf, badUTF8, Options{}, ErrMalformed, "protobuf at offset " + strconv.Itoa(nameAt) + ": resource_spans[0].scope_spans[0].spans[0].name: string is not valid UTF-8"},
 		{"JSON syntax", ContentTypeJSON, []byte(`{"resourceSpans":[}`), Options{}, ErrMalformed, "JSON at offset 19"},
 		{"JSON empty", ContentTypeJSON, nil, Options{}, ErrMalformed, "unexpected end of JSON input"},
 		{"JSON trailing data", ContentTypeJSON, []byte(`{} {}`), Options{}, ErrMalformed, "JSON at offset 4"},

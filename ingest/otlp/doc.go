@@ -17,7 +17,15 @@
 //     is rejected on its own and counted in partial_success.rejected_spans
 //     with the reasons in partial_success.error_message; the rest of the
 //     request is stored. A body that cannot be decoded at all is rejected
-//     whole (HTTP 400, gRPC INVALID_ARGUMENT) and stores nothing.
+//     whole (HTTP 400, gRPC INVALID_ARGUMENT, naming the byte offset and
+//     the field, e.g. resource_spans[0].scope_spans[1].spans[7].name) and
+//     stores nothing.
+//   - Binary protobuf bodies (OTLP/HTTP application/x-protobuf, and every
+//     OTLP/gRPC request of a server built with GRPCServerOptions and
+//     Register) are decoded from their wire bytes straight into spans, with
+//     protobuf's rules: unknown fields skipped, the last value of a field
+//     sent twice, messages sent twice merged, proto3 strings checked for
+//     UTF-8, nesting bounded as proto.Unmarshal bounds it (see wire.go).
 //   - A request is answered with success only after the Appender returned,
 //     which storedir does once the spans are durable under the sync policy.
 //   - Every size is bounded before allocation: the HTTP body (compressed and
@@ -80,7 +88,10 @@
 //     counts in Span.Errors; Span.Error follows the status code only.
 //
 // JSON and protobuf bodies of the same request map to identical spans: OTLP
-// JSON is read into the protobuf types first. OTLP JSON is read as the
+// JSON is read into the generated protobuf types and mapped from them
+// (mapRequest), which the binary decoder is tested against byte for byte
+// (wire_test.go: the samples, random encodings, FuzzDecodeWire). OTLP JSON
+// is read as the
 // specification writes it: lowerCamelCase field names (encoding/json also
 // matches them case-insensitively; snake_case names are not OTLP JSON and
 // are ignored like any unknown field), trace and span ids as hex, 64-bit

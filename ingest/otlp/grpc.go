@@ -7,16 +7,17 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed requests (otlptracegrpc WithCompressor("gzip"))
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
@@ -39,63 +40,83 @@ type grpcService struct {
 // opt.MaxInFlight requests are in flight or opt.Status says 429, and
 // UNAVAILABLE with RetryInfo when opt.Status says 503 (disk full, shutting
 // down). The message size bound is a server option: see GRPCServerOptions.
+//
+// Register serves it without unmarshalling requests into the generated
+// message types; registered with collectortrace.RegisterTraceServiceServer
+// instead, on any server, Export re-encodes each request it is given and
+// decodes that the same way.
 func NewGRPCService(app Appender, opt Options) collectortrace.TraceServiceServer {
 	opt = opt.withDefaults()
 	return &grpcService{app: app, opt: opt, inFlight: newLimiter(opt.MaxInFlight)}
 }
 
-// Register registers the OTLP TraceService on s (a *grpc.Server).
+// Register registers the OTLP TraceService on s, a *grpc.Server created
+// with GRPCServerOptions: its codec hands Export the request's encoding,
+// which decodeWire reads straight into spans.
 func Register(s grpc.ServiceRegistrar, app Appender, opt Options) {
-	collectortrace.RegisterTraceServiceServer(s, NewGRPCService(app, opt))
+	s.RegisterService(&traceServiceDesc, NewGRPCService(app, opt))
 }
 
 // GRPCServerOptions are the grpc.NewServer options that apply opt to the
 // transport: the received message size (after decompression, which gRPC
-// bounds by the same limit) is bounded by opt.MaxBodySize, and each
-// request's size is recorded for Export's memory accounting (see
-// messageSizes).
+// bounds by the same limit) is bounded by opt.MaxBodySize, and the server's
+// codec keeps the encoding of Export requests for Register's service (see
+// exportCodec).
 func GRPCServerOptions(opt Options) []grpc.ServerOption {
 	opt = opt.withDefaults()
 	size := opt.MaxBodySize
 	if size > math.MaxInt32 {
 		size = math.MaxInt32
 	}
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(int(size)), grpc.StatsHandler(messageSizes{})}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(int(size)), grpc.ForceServerCodecV2(exportCodec{encoding.GetCodecV2(grpcproto.Name)})}
 }
 
-// messageSizes is a gRPC stats handler that records the size of each RPC's
-// request message (decompressed, as decoded) in the RPC's context, so that
-// Export accounts for it in the memory budget without walking the decoded
-// request (proto.Size was 2% of the daemon's CPU under OTLP load).
-type messageSizes struct{}
+// rawExportRequest is an Export request as received: its protobuf
+// encoding, in a buffer of gRPC's pool that Export frees.
+type rawExportRequest struct{ body mem.Buffer }
 
-// messageSizeKey holds an RPC's *atomic.Int64 request size.
-type messageSizeKey struct{}
+// exportCodec is the server codec GRPCServerOptions installs: it hands an
+// Export request of Register's service over as its encoding
+// (*rawExportRequest) and is the proto codec for every other message (the
+// responses, other services' requests). A malformed request is Export's to
+// refuse (INVALID_ARGUMENT), not the codec's (gRPC would answer INTERNAL).
+type exportCodec struct{ encoding.CodecV2 }
 
-func (messageSizes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	return context.WithValue(ctx, messageSizeKey{}, new(atomic.Int64))
-}
-
-func (messageSizes) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if p, ok := s.(*stats.InPayload); ok {
-		if n, ok := ctx.Value(messageSizeKey{}).(*atomic.Int64); ok {
-			n.Store(int64(p.Length))
-		}
+func (c exportCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawExportRequest); ok {
+		r.body = data.MaterializeToBuffer(mem.DefaultBufferPool())
+		return nil
 	}
+	return c.CodecV2.Unmarshal(data, v)
 }
 
-func (messageSizes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (messageSizes) HandleConn(context.Context, stats.ConnStats)                       {}
+// rawTraceServer is what Register's service description calls.
+type rawTraceServer interface {
+	exportRaw(context.Context, *rawExportRequest) (*collectortrace.ExportTraceServiceResponse, error)
+}
 
-// requestSize is the encoded size of req: as messageSizes recorded it, or
-// computed from req on a server without that handler.
-func requestSize(ctx context.Context, req proto.Message) int64 {
-	if n, ok := ctx.Value(messageSizeKey{}).(*atomic.Int64); ok {
-		if v := n.Load(); v > 0 {
-			return v
-		}
+// traceServiceDesc is collectortrace.TraceService_ServiceDesc with an
+// Export handler that takes the request's encoding.
+var traceServiceDesc = grpc.ServiceDesc{
+	ServiceName: collectortrace.TraceService_ServiceDesc.ServiceName,
+	HandlerType: (*rawTraceServer)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Export", Handler: exportHandler}},
+	Streams:     []grpc.StreamDesc{},
+	Metadata:    collectortrace.TraceService_ServiceDesc.Metadata,
+}
+
+func exportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	in := new(rawExportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
 	}
-	return int64(proto.Size(req))
+	if interceptor == nil {
+		return srv.(rawTraceServer).exportRaw(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: collectortrace.TraceService_Export_FullMethodName}
+	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+		return srv.(rawTraceServer).exportRaw(ctx, req.(*rawExportRequest))
+	})
 }
 
 // GRPCConnLimits bound what one OTLP/gRPC connection may hold (see
@@ -169,7 +190,24 @@ func messageReceived(ctx context.Context) bool {
 	return true
 }
 
+// Export serves a request already unmarshalled (the service registered
+// with collectortrace.RegisterTraceServiceServer): it is encoded again and
+// decoded as exportRaw decodes a received one.
 func (s *grpcService) Export(ctx context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	body, err := proto.Marshal(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: %v", ErrMalformed, err))
+	}
+	return s.export(ctx, body)
+}
+
+func (s *grpcService) exportRaw(ctx context.Context, req *rawExportRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	defer req.body.Free()
+	return s.export(ctx, req.body.ReadOnlyData())
+}
+
+// export decodes and appends the encoded request body.
+func (s *grpcService) export(ctx context.Context, body []byte) (*collectortrace.ExportTraceServiceResponse, error) {
 	if !messageReceived(ctx) {
 		return nil, status.Error(codes.Canceled, "the request was not received within read_timeout")
 	}
@@ -178,12 +216,12 @@ func (s *grpcService) Export(ctx context.Context, req *collectortrace.ExportTrac
 			fmt.Sprintf("ztsd is overloaded: %d OTLP requests in flight", cap(s.inFlight)), retryAfterOverloaded)
 	}
 	defer s.inFlight.release()
-	mem := requestSize(ctx, req) * BodyMemoryFactor
+	mem := int64(len(body)) * BodyMemoryFactor
 	if err := s.opt.Budget.TryReserve("OTLP request", mem); err != nil {
 		return nil, statusWithRetry(codes.ResourceExhausted, err.Error(), retryAfterOverloaded)
 	}
 	defer s.opt.Budget.Release(mem)
-	spans, rejected, msg, err := mapRequest(req, nil, s.opt)
+	spans, rejected, msg, err := decodeWire(body, s.opt)
 	if err != nil {
 		if requestErrorStatus(err) == http.StatusRequestEntityTooLarge {
 			return nil, status.Error(codes.ResourceExhausted, err.Error())

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ztsd/ztsd/membudget"
-	"github.com/ztsd/ztsd/trace"
 )
 
 func grpcClient(t *testing.T, addr string) collectortrace.TraceServiceClient {
@@ -195,24 +193,17 @@ func TestGRPCReadTimeoutSparesAppend(t *testing.T) {
 	}
 }
 
-// sizeRecordingAppender keeps the request size the RPC's context carried.
-type sizeRecordingAppender struct{ size atomic.Int64 }
-
-func (a *sizeRecordingAppender) Append(ctx context.Context, _ []*trace.Span) error {
-	a.size.Store(requestSize(ctx, nil))
-	return nil
-}
-
 // TestGRPCBudgetUsesMessageSize: Export reserves BodyMemoryFactor times
-// the request's encoded size, as the server's stats handler recorded it
-// (uncompressed, gzip or not): a budget of exactly that admits the request,
-// one byte less refuses it with RESOURCE_EXHAUSTED.
+// the request's encoded size (uncompressed, gzip or not): a budget of
+// exactly that admits the request, one byte less refuses it with
+// RESOURCE_EXHAUSTED.
 func TestGRPCBudgetUsesMessageSize(t *testing.T) {
 	req := realisticRequest(3, 4)
 	size := int64(proto.Size(req))
 	for _, gz := range []bool{false, true} {
-		app := &sizeRecordingAppender{}
-		cl := grpcClient(t, startGRPC(t, "tcp", app, Options{Budget: membudget.New(size * BodyMemoryFactor)}))
+		app := &recordingAppender{}
+		budget := membudget.New(size * BodyMemoryFactor)
+		cl := grpcClient(t, startGRPC(t, "tcp", app, Options{Budget: budget}))
 		var callOpts []grpc.CallOption
 		if gz {
 			callOpts = append(callOpts, grpc.UseCompressor("gzip"))
@@ -220,8 +211,8 @@ func TestGRPCBudgetUsesMessageSize(t *testing.T) {
 		if _, err := cl.Export(context.Background(), req, callOpts...); err != nil {
 			t.Fatalf("gzip=%v: budget of 4 × %d bytes: %v", gz, size, err)
 		}
-		if got := app.size.Load(); got != size {
-			t.Errorf("gzip=%v: recorded size %d, encoded size %d", gz, got, size)
+		if used, peak, _ := budget.Stats(); used != 0 || peak != size*BodyMemoryFactor {
+			t.Errorf("gzip=%v: budget used %d, peak %d; want 0, 4 × encoded size %d", gz, used, peak, size)
 		}
 		cl = grpcClient(t, startGRPC(t, "tcp", app, Options{Budget: membudget.New(size*BodyMemoryFactor - 1)}))
 		_, err := cl.Export(context.Background(), req, callOpts...)

@@ -90,7 +90,11 @@ func mapRequest(req *collectortrace.ExportTraceServiceRequest, badIDs map[*trace
 		resource, resErr := m.resourceAttrs(rs)
 		for si, ss := range rs.GetScopeSpans() {
 			shared, scopeErr := m.scopeAttrs(ss, resource)
-			m.sizeArena(ss.GetSpans(), len(shared))
+			attrs := 0
+			for _, ps := range ss.GetSpans() {
+				attrs += len(ps.GetAttributes())
+			}
+			m.sizeArena(len(ss.GetSpans()), attrs, len(shared))
 			for pi, ps := range ss.GetSpans() {
 				var err error
 				switch {
@@ -106,7 +110,7 @@ func mapRequest(req *collectortrace.ExportTraceServiceRequest, badIDs map[*trace
 					s, err = m.span(ps, shared)
 				}
 				if err != nil {
-					m.reject(fmt.Sprintf("resourceSpans[%d].scopeSpans[%d].spans[%d]", ri, si, pi), ps, err)
+					m.reject(fmt.Sprintf("resourceSpans[%d].scopeSpans[%d].spans[%d]", ri, si, pi), ps.GetTraceId(), ps.GetSpanId(), err)
 					continue
 				}
 				if err := ingest.CheckSpan(s); err != nil {
@@ -119,17 +123,19 @@ func mapRequest(req *collectortrace.ExportTraceServiceRequest, badIDs map[*trace
 	return spans, m.rejected, m.message(), nil
 }
 
-func (m *mapper) reject(where string, ps *tracepb.Span, err error) {
+// reject counts a span that cannot be stored; traceID and spanID are its
+// ids as sent.
+func (m *mapper) reject(where string, traceID, spanID []byte, err error) {
 	m.rejected++
 	if len(m.reasons) < maxRejectReasons {
-		if id := ps.GetSpanId(); len(id) > 0 {
-			where = fmt.Sprintf("%s (span id %x)", where, id)
+		if len(spanID) > 0 {
+			where = fmt.Sprintf("%s (span id %x)", where, spanID)
 		}
 		m.reasons = append(m.reasons, fmt.Sprintf("%s: %v", where, err))
 	}
 	if m.opt.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		m.opt.Logger.Debug("OTLP span rejected", "where", where, "trace_id", hex.EncodeToString(ps.GetTraceId()),
-			"span_id", hex.EncodeToString(ps.GetSpanId()), "err", err)
+		m.opt.Logger.Debug("OTLP span rejected", "where", where, "trace_id", hex.EncodeToString(traceID),
+			"span_id", hex.EncodeToString(spanID), "err", err)
 	}
 }
 
@@ -548,14 +554,12 @@ func sortAttrs(a trace.Attrs) trace.Attrs {
 // gets its own array.
 const usualReserved = 3
 
-// sizeArena makes room in m.arena for the merged attributes of spans, each
-// with shared: zeroing room for the rarely used reserved attributes of
-// every span cost more than the arena saved.
-func (m *mapper) sizeArena(spans []*tracepb.Span, shared int) {
-	n := len(spans) * (shared + usualReserved)
-	for _, ps := range spans {
-		n += len(ps.GetAttributes())
-	}
+// sizeArena makes room in m.arena for the merged attributes of a scope's
+// spans, holding attrs attributes of their own, each with shared: zeroing
+// room for the rarely used reserved attributes of every span cost more than
+// the arena saved.
+func (m *mapper) sizeArena(spans, attrs, shared int) {
+	n := spans*(shared+usualReserved) + attrs
 	if cap(m.arena)-len(m.arena) < n {
 		m.arena = make(trace.Attrs, 0, n)
 	}
