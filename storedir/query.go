@@ -2,12 +2,14 @@ package storedir
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -368,10 +370,39 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	// it yielded bounds how far the page may walk: past its last hit, its
 	// unread hits could be newer (that only happens when damaged chunks
 	// are skipped and the page walks beyond limit hits).
+	//
+	// A sealed store whose spans all start before limit+1 results already
+	// found (its latest start is older than theirs) cannot add to the page
+	// and is not searched: with time-ordered stores a page costs about one
+	// store's hits, not limit+1 hits of every store. Its latest start
+	// bounds the walk like a horizon (prunedNS), in case damaged chunks
+	// make the walk go that far. Stores are searched latest first for
+	// that (those without a known bound first).
+	slices.SortStableFunc(targets, func(a, b storeSearch) int {
+		la, oka := a.s.latestStart()
+		lb, okb := b.s.latestStart()
+		switch {
+		case oka != okb:
+			if !oka {
+				return -1
+			}
+			return 1
+		case la != lb:
+			return cmp.Compare(lb, la)
+		}
+		return 0
+	})
 	var all []hit
 	var horizon *hit
+	pruned, prunedNS := false, int64(0)
 	for _, t := range targets {
 		s := t.s
+		if latest, ok := s.latestStart(); ok && resultsAfter(all, latest, q.Spans) > q.Limit {
+			if !pruned || latest > prunedNS {
+				pruned, prunedNS = true, latest
+			}
+			continue
+		}
 		seenTrace := map[trace.TraceID]bool{}
 		n := 0
 		var cbErr error
@@ -436,7 +467,7 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 			}
 			seen[h.ref.TraceID] = true
 		}
-		if len(res.Spans) == q.Limit || (horizon != nil && walked && hitLess(*horizon, h)) {
+		if len(res.Spans) == q.Limit || (horizon != nil && walked && hitLess(*horizon, h)) || (pruned && walked && h.ref.StartNS <= prunedNS) {
 			more = true
 			break
 		}
@@ -480,6 +511,42 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	}
 	res.Warnings = warns.list
 	return res, nil
+}
+
+// resultsAfter counts the results among hits (distinct traces, or in span
+// mode distinct spans) that start after ns.
+func resultsAfter(hits []hit, ns int64, spans bool) int {
+	type key struct {
+		trace trace.TraceID
+		span  uint64
+	}
+	seen := make(map[key]bool, len(hits))
+	for _, h := range hits {
+		if h.ref.StartNS <= ns {
+			continue
+		}
+		k := key{trace: h.ref.TraceID}
+		if spans {
+			k.span = h.ref.SpanID
+		}
+		seen[k] = true
+	}
+	return len(seen)
+}
+
+// latestStart is the latest span start in s, when s is sealed (or in a
+// bucket) and that is known: no span added later can start after it.
+// A store still taking writes or catching up with its data file has none.
+func (s *Store) latestStart() (int64, bool) {
+	if s.remote == nil && s.catching.Load() {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.remote == nil && s.props.State != stateSealed || s.lastNS == 0 {
+		return 0, false
+	}
+	return s.lastNS, true
 }
 
 // maxKnownTraces bounds the decisions a tracePager remembers.
