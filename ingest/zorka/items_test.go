@@ -109,3 +109,26 @@ func TestException190MessageSymbolMalformed(t *testing.T) {
 		})
 	}
 }
+
+// Integer attribute keys keep their decimal text, beyond int64 too; an
+// indefinite-length integer head is no key (as it is no value).
+func TestIntegerAttributeKeys(t *testing.T) {
+	s := newTestSessions(t, "s")
+	spans, err := s.SubmitTraceData("s", false, testTraceID, hx(t, recStart+prolog1+begin1+
+		"c9 a4 1b ffffffffffffffff 01 3b ffffffffffffffff 02 20 03 17 04"+epilog1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]int64{"18446744073709551615": 1, "-18446744073709551616": 2, "-1": 3, "23": 4} {
+		if v, ok := spans[0].Attrs.Get(key); !ok || v.Int != want {
+			t.Errorf("key %s = %v, want %d (attrs %v)", key, v, want, spans[0].Attrs)
+		}
+	}
+	for _, b := range []string{"1f", "3f"} {
+		_, err := s.SubmitTraceData("s", false, testTraceID, hx(t, recStart+prolog1+begin1+"c9 a1 "+b+" 01"+epilog1))
+		var de *DecodeError
+		if !errors.As(err, &de) || de.Offset != 26 || !strings.Contains(de.Msg, "attribute key must be a string or a string ref, found an invalid byte 0x"+b) {
+			t.Errorf("key %s: got %v", b, err)
+		}
+	}
+}

@@ -9,6 +9,18 @@ import (
 
 func formatInt(v int64) string { return strconv.FormatInt(v, 10) }
 
+// intArg is the integer an unsigned (major 0) or negative (major 1) item
+// head stands for: v when it fits int64, else its decimal text.
+func intArg(major byte, arg uint64) (v int64, text string, fits bool) {
+	switch {
+	case arg > math.MaxInt64:
+		return 0, bigIntText(major, arg), false
+	case major == majorNegInt:
+		return int64(^arg), "", true
+	}
+	return int64(arg), "", true
+}
+
 // value reads an attribute value at nesting depth (1 for a value directly
 // in an attribute map). Zorka writes text, integers, null and, in 1.90,
 // string refs; zorka-tdb also accepts booleans, byte strings, lists and maps.
@@ -25,22 +37,15 @@ func (d *traceDecoder) value(depth int) (trace.Value, error) {
 		return trace.Value{}, err
 	}
 	switch major {
-	case majorUint:
+	case majorUint, majorNegInt:
 		if ai == aiIndefinite {
 			break
 		}
-		if arg > math.MaxInt64 {
-			return trace.String(bigIntText(majorUint, arg)), nil
+		v, text, fits := intArg(major, arg)
+		if !fits {
+			return trace.String(text), nil
 		}
-		return trace.Int(int64(arg)), nil
-	case majorNegInt:
-		if ai == aiIndefinite {
-			break
-		}
-		if arg > math.MaxInt64 {
-			return trace.String(bigIntText(majorNegInt, arg)), nil
-		}
-		return trace.Int(int64(^arg)), nil
+		return trace.Int(v), nil
 	case majorBytes, majorText:
 		if ai == aiIndefinite {
 			return trace.Value{}, decodeErrorf(off, "indefinite-length strings are not supported")
@@ -171,20 +176,18 @@ func (d *traceDecoder) key() (string, error) {
 	case majorText:
 		return r.text("attribute key", false)
 	case majorUint, majorNegInt:
-		_, _, arg, err := r.head()
+		major, ai, arg, err := r.head()
 		if err != nil {
 			return "", err
 		}
-		if nb>>5 == majorUint {
-			if arg > math.MaxInt64 {
-				return bigIntText(majorUint, arg), nil
-			}
-			return formatInt(int64(arg)), nil
+		if ai == aiIndefinite {
+			break
 		}
-		if arg > math.MaxInt64 {
-			return bigIntText(majorNegInt, arg), nil
+		v, text, fits := intArg(major, arg)
+		if !fits {
+			return text, nil
 		}
-		return formatInt(int64(^arg)), nil
+		return formatInt(v), nil
 	case majorTag:
 		if d.wire.stringRefs {
 			_, ai, tag, err := r.head()
