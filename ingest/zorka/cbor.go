@@ -93,6 +93,15 @@ func (r *cborReader) peek() (byte, bool) {
 	return r.b[r.pos], true
 }
 
+// next consumes the next byte if it is b.
+func (r *cborReader) next(b byte) bool {
+	if r.pos < len(r.b) && r.b[r.pos] == b {
+		r.pos++
+		return true
+	}
+	return false
+}
+
 // uint reads an unsigned integer.
 func (r *cborReader) uint(what string) (uint64, error) {
 	off := r.pos

@@ -81,12 +81,13 @@
 // framing and field numbering:
 //
 //   - items.go: wireVersion, what a generation supplies (its tag switch,
-//     how its record times count, whether attributes may hold string refs
-//     or floats); format detection; the one item loop (a break ends the
-//     innermost record); the items both generations send in the same
-//     shape, read once and laid out by per-version forms: TraceBegin
+//     whether its record times are ticks, whether attributes may hold
+//     string refs or floats); format detection; the one item loop (a break
+//     ends the innermost record); the items both generations send in the
+//     same shape, read once and laid out by per-version forms: TraceBegin
 //     (beginForm), exceptions with stacks and attributes (exceptionForm),
-//     record ends, exception refs, symbol-keyed attributes.
+//     exception refs, symbol-keyed attribute maps, and the errors of
+//     record framing (no 9F after a record start, no break after its end).
 //   - wire190.go: Zorka 1.90 tags and forms, its item switch, prolog and
 //     epilog words (40-bit ticks), trace info maps, C9 attribute maps,
 //     pre-1.90 trace types and nanosecond starts.

@@ -10,38 +10,28 @@ import (
 // spans, exceptions, attributes, symbols, limits and errors — is handled
 // once, in tracedata.go and in the shared-shape items below.
 type wireVersion struct {
-	// items says which item switch reads the version's tagged items
-	// (traceDecoder.item).
+	// items says which item switch reads the version's tagged items.
 	items itemSet
-	// duration turns a record's raw start and stop into nanoseconds; off
-	// is where the record ended, for errors.
-	duration func(off int, start, stop int64) (int64, error)
-	// sinceBase turns a record's raw start into nanoseconds after base,
-	// the raw start of its span's root record.
-	sinceBase func(raw, base int64) int64
+	// ticks: record times are 40-bit tick counters (ticksSince) rather
+	// than nanoseconds. A flag, not a func value: durations and starts are
+	// converted per record, and a call through a func value is never
+	// inlined.
+	ticks bool
 	// stringRefs: attribute keys and values may be C6 string refs.
 	stringRefs bool
 	// floats: attribute values may be CBOR floats.
 	floats bool
 }
 
-// itemSet names a version's item switch. It is not a func value so that
-// the decoder, which every item reader gets, can stay on the stack.
+// itemSet names a version's item switch. It is not a func value: called
+// through one, the decoder would escape to the heap (an allocation more
+// per body).
 type itemSet uint8
 
 const (
 	items190 itemSet = iota // traceDecoder.item190
 	items2x                 // traceDecoder.item2x
 )
-
-// item reads one tagged item of the body's version; its tag head, at off,
-// has been read.
-func (d *traceDecoder) item(off int, tag uint64) error {
-	if d.wire.items == items2x {
-		return d.item2x(off, tag)
-	}
-	return d.item190(off, tag)
-}
 
 // detectWire tells the two generations apart from a trace body's first
 // bytes: 2.x records start with C3, its other trace tags are C4–C7 and its
@@ -80,42 +70,50 @@ func (d *traceDecoder) run() error {
 			}
 			continue
 		}
-		major, ai, tag, err := r.head()
+		var tag uint64
+		if b>>5 == majorTag && b&0x1f < 24 {
+			// A one-byte tag head (C0–D7), as most items have: read here,
+			// it costs no call, which pays for the call to the version's
+			// item switch.
+			r.pos++
+			tag = uint64(b & 0x1f)
+		} else {
+			major, ai, arg, err := r.head()
+			if err != nil {
+				return err
+			}
+			if major != majorTag || ai == aiIndefinite {
+				return decodeErrorf(off, "expected a tagged item, found %s", describeByte(b))
+			}
+			tag = arg
+		}
+		var err error
+		if d.wire.items == items2x {
+			err = d.item2x(off, tag)
+		} else {
+			err = d.item190(off, tag)
+		}
 		if err != nil {
 			return err
 		}
-		if major != majorTag || ai == aiIndefinite {
-			return decodeErrorf(off, "expected a tagged item, found %s", describeByte(b))
-		}
-		if err := d.item(off, tag); err != nil {
-			return err
-		}
 	}
 	return nil
 }
 
-// recordArray enters the indefinite array that holds a record, which must
-// follow its record-start tag (what, at off).
-func (d *traceDecoder) recordArray(off int, what string) error {
-	if nb, ok := d.r.peek(); !ok || nb != 0x9F {
-		return decodeErrorf(off, "%s must be followed by an indefinite array", what)
-	}
-	d.r.pos++
-	return nil
+// A record is an indefinite array (9F) after its record-start tag, and the
+// item that ends it (epilog, TRACE_END) is followed by the array's break:
+// the version's readers check both with cborReader.next (inlined: this is
+// per record) and report them with these errors.
+
+// notRecordArray: the record-start tag (what) at off is not followed by 9F.
+func notRecordArray(off int, what string) error {
+	return decodeErrorf(off, "%s must be followed by an indefinite array", what)
 }
 
-// endRecord ends the innermost record with its stop time and calls. The
-// item that carried them (what, at off) must be the last of the record:
-// the record's break follows it.
-func (d *traceDecoder) endRecord(off int, what string, stop, calls int64) error {
-	r := &d.r
-	if nb, ok := r.peek(); !ok || nb != cborBreak {
-		return decodeErrorf(r.pos, "%s must be the last item of its record (followed by a break)", what)
-	}
-	r.pos++
-	f := d.top()
-	f.stop, f.hasStop, f.calls = stop, true, calls
-	return d.closeRecord(off)
+// notRecordEnd: the record-ending item (what) is followed at off by
+// something else than the record's break.
+func notRecordEnd(off int, what string) error {
+	return decodeErrorf(off, "%s must be the last item of its record (followed by a break)", what)
 }
 
 // beginForm is the layout of a version's TraceBegin array: the clock in
@@ -313,27 +311,17 @@ func (d *traceDecoder) symbolKeyedMap(what, key string) (trace.Attrs, error) {
 	}
 	var kv trace.Attrs
 	for i := uint64(0); i < m; i++ {
-		a, err := d.symbolAttr(key)
+		k, err := d.symbol(key)
 		if err != nil {
 			return nil, err
 		}
-		kv = append(kv, a)
+		v, err := d.value(1)
+		if err != nil {
+			return nil, err
+		}
+		kv = append(kv, trace.Attr{Key: k, Value: v})
 	}
 	return kv, nil
-}
-
-// symbolAttr reads an attribute whose key is a string symbol id (named key
-// in errors).
-func (d *traceDecoder) symbolAttr(key string) (trace.Attr, error) {
-	k, err := d.symbol(key)
-	if err != nil {
-		return trace.Attr{}, err
-	}
-	v, err := d.value(1)
-	if err != nil {
-		return trace.Attr{}, err
-	}
-	return trace.Attr{Key: k, Value: v}, nil
 }
 
 // exceptionRef reads an exception ref's id and attaches the exception it

@@ -125,11 +125,14 @@ func parseFieldType(d string) (name string, n int, ok bool) {
 
 // str resolves a string symbol (what, at off, in errors).
 func (d *traceDecoder) str(off int, id uint64, what string) (string, error) {
-	s, ok := d.syms.strs[id]
-	if !ok {
-		return "", decodeErrorf(off, "%s: undefined string symbol %d", what, id)
+	if s, ok := d.syms.strs[id]; ok {
+		return s, nil
 	}
-	return s, nil
+	return "", undefinedString(off, id, what)
+}
+
+func undefinedString(off int, id uint64, what string) error {
+	return decodeErrorf(off, "%s: undefined string symbol %d", what, id)
 }
 
 // symbol reads a string symbol id (what, in errors) and resolves it.
@@ -151,7 +154,7 @@ func (d *traceDecoder) frameStr(off int, id uint64, what string) (string, error)
 	if id == 0 {
 		return "", nil
 	}
-	return "", decodeErrorf(off, "%s: undefined string symbol %d", what, id)
+	return "", undefinedString(off, id, what)
 }
 
 // method resolves a method id (at off) to the method as ZICO renders it.

@@ -211,11 +211,14 @@ func (d *traceDecoder) closeRecord(off int) error {
 	f := d.top()
 	rec := f.rec
 	if f.hasStart && f.hasStop {
-		dur, err := d.wire.duration(off, f.start, f.stop)
-		if err != nil {
-			return err
+		switch dur := f.stop - f.start; {
+		case d.wire.ticks:
+			rec.DurationNS = ticksSince(f.stop, f.start)
+		case f.stop >= f.start && dur >= 0:
+			rec.DurationNS = dur
+		default:
+			return nsDurationError(off, f.start, f.stop)
 		}
-		rec.DurationNS = dur
 	}
 	rec.Calls, rec.Errors, rec.Open = f.calls, f.errors, false
 	d.frames = d.frames[:len(d.frames)-1]
@@ -466,8 +469,10 @@ func (d *traceDecoder) finishRecords(r *trace.Record, base int64, nanoStarts boo
 		r.StartNS = 0
 	case nanoStarts:
 		r.StartNS = legacyNanosSince(r.StartNS, base)
+	case d.wire.ticks:
+		r.StartNS = ticksSince(r.StartNS, base)
 	default:
-		r.StartNS = d.wire.sinceBase(r.StartNS, base)
+		r.StartNS -= base
 	}
 	n := int64(1)
 	for _, c := range r.Children {

@@ -50,12 +50,7 @@ const legacyTraceTypeLimit = 1 << 16
 
 // wire190 is the Zorka 1.90 trace data: prolog and epilog words in ticks,
 // C6 string refs in attributes, no floats.
-var wire190 = &wireVersion{
-	items:      items190,
-	duration:   ticksDuration,
-	sinceBase:  ticksSince,
-	stringRefs: true,
-}
+var wire190 = &wireVersion{items: items190, ticks: true, stringRefs: true}
 
 const (
 	mask40    = 1<<40 - 1
@@ -65,9 +60,6 @@ const (
 // ticksSince converts a 40-bit tick counter value to ns after base (the
 // counter wraps).
 func ticksSince(raw, base int64) int64 { return int64(uint64(raw-base)&mask40) << tickShift }
-
-// ticksDuration is a record's duration from its start and stop ticks.
-func ticksDuration(_ int, start, stop int64) (int64, error) { return ticksSince(stop, start), nil }
 
 // begin190 is the 1.90 TraceBegin D8 21 [clock, span id?, parent id?].
 var begin190 = beginForm{
@@ -87,8 +79,8 @@ func (d *traceDecoder) item190(off int, tag uint64) error {
 	r := &d.r
 	switch tag {
 	case tagTraceStart:
-		if err := d.recordArray(off, "record start (tag 8)"); err != nil {
-			return err
+		if !r.next(0x9F) {
+			return notRecordArray(off, "record start (tag 8)")
 		}
 		_, err := d.openRecord(off)
 		return err
@@ -154,7 +146,8 @@ func (d *traceDecoder) prolog190(off int, le bool) error {
 // epilog190 reads an epilog (stop ticks and calls) and the break that
 // ends its record.
 func (d *traceDecoder) epilog190(off int, le bool) error {
-	if _, err := d.inRecord(off, "epilog"); err != nil {
+	f, err := d.inRecord(off, "epilog")
+	if err != nil {
 		return err
 	}
 	r := &d.r
@@ -179,7 +172,11 @@ func (d *traceDecoder) epilog190(off int, le bool) error {
 			calls = math.MaxInt64
 		}
 	}
-	return d.endRecord(off, "epilog", int64(w&mask40), int64(calls))
+	if !r.next(cborBreak) {
+		return notRecordEnd(r.pos, "epilog")
+	}
+	f.stop, f.hasStop, f.calls = int64(w&mask40), true, int64(calls)
+	return d.closeRecord(off)
 }
 
 // traceBegin190 reads a TraceBegin. [clock, n] with 0 < n < 2^16 comes from

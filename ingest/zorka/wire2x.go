@@ -19,23 +19,15 @@ const flag2ErrorMark = 0x1000
 
 // wire2x is the Zorka 2.x trace data: record times in ns, attribute keys
 // as bare symbol ids, floats allowed.
-var wire2x = &wireVersion{
-	items:     items2x,
-	duration:  nsDuration,
-	sinceBase: func(raw, base int64) int64 { return raw - base },
-	floats:    true,
-}
+var wire2x = &wireVersion{items: items2x, floats: true}
 
-// nsDuration is a record's duration from its start and stop in ns.
-func nsDuration(off int, start, stop int64) (int64, error) {
+// nsDurationError says why record times in ns (start, stop; the record
+// ended at off) make no duration.
+func nsDurationError(off int, start, stop int64) error {
 	if stop < start {
-		return 0, decodeErrorf(off, "record ends at %d ns, before it started at %d ns", stop, start)
+		return decodeErrorf(off, "record ends at %d ns, before it started at %d ns", stop, start)
 	}
-	dur := stop - start
-	if dur < 0 {
-		return 0, decodeErrorf(off, "record duration from %d ns to %d ns overflows", start, stop)
-	}
-	return dur, nil
+	return decodeErrorf(off, "record duration from %d ns to %d ns overflows", start, stop)
 }
 
 // begin2x is the 2.x TRACE_BEGIN C5 [clock, trace type, span id?, parent id?].
@@ -79,10 +71,10 @@ func (d *traceDecoder) item2x(off int, tag uint64) error {
 
 // traceStart2x reads TRACE_START 9F tstart method-id and opens the record.
 func (d *traceDecoder) traceStart2x(off int) error {
-	if err := d.recordArray(off, "TRACE_START (tag 3)"); err != nil {
-		return err
-	}
 	r := &d.r
+	if !r.next(0x9F) {
+		return notRecordArray(off, "TRACE_START (tag 3)")
+	}
 	start, err := r.int64("TRACE_START time")
 	if err != nil {
 		return err
@@ -108,7 +100,8 @@ func (d *traceDecoder) traceStart2x(off int) error {
 // traceEnd2x reads TRACE_END [tstop, calls, flags?] and the break that ends
 // its record.
 func (d *traceDecoder) traceEnd2x(off int) error {
-	if _, err := d.inRecord(off, "TRACE_END"); err != nil {
+	f, err := d.inRecord(off, "TRACE_END")
+	if err != nil {
 		return err
 	}
 	r := &d.r
@@ -142,7 +135,11 @@ func (d *traceDecoder) traceEnd2x(off int) error {
 			}
 		}
 	}
-	return d.endRecord(off, "TRACE_END", stop, calls)
+	if !r.next(cborBreak) {
+		return notRecordEnd(r.pos, "TRACE_END")
+	}
+	f.stop, f.hasStop, f.calls = stop, true, calls
+	return d.closeRecord(off)
 }
 
 // traceAttr2x reads [key, value] for the current record, or the upward
@@ -165,11 +162,15 @@ func (d *traceDecoder) traceAttr2x(off int) error {
 			return err
 		}
 	}
-	a, err := d.symbolAttr("TRACE_ATTR key")
+	k, err := d.symbol("TRACE_ATTR key")
 	if err != nil {
 		return err
 	}
-	kv := trace.Attrs{a}
+	v, err := d.value(1)
+	if err != nil {
+		return err
+	}
+	kv := trace.Attrs{{Key: k, Value: v}}
 	if upward {
 		for i := len(d.frames) - 1; i >= 0; i-- {
 			if s := d.frames[i].span; s != nil && (typeID == 0 || s.typeID == typeID) {
