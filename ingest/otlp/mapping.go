@@ -64,10 +64,12 @@ type mapper struct {
 	total    int
 	rejected int64
 	reasons  []string
-	// own and reserved are scratch lists of a span's attributes, reused
-	// from span to span (mergeAttrs copies them); arena holds the spans'
-	// merged attributes, allocated once per scope.
+	// own and reserved are scratch lists of a span's attributes, and order
+	// of its own attributes' order, reused from span to span (spanAttrs
+	// copies them); arena holds the spans' merged attributes, allocated
+	// once per scope.
 	own, reserved trace.Attrs
+	order         []int32
 	arena         trace.Attrs
 }
 
@@ -287,7 +289,7 @@ func (m *mapper) span(ps *tracepb.Span, shared trace.Attrs) (*trace.Span, error)
 		}
 	}
 	reserved = append(reserved, trace.Attr{Key: AttrSourceFormat, Value: trace.String(trace.SourceOTLP)})
-	s.Attrs = m.mergeAttrs(sortAttrs(own), shared, sortAttrs(reserved))
+	s.Attrs = m.spanAttrs(own, shared, sortAttrs(reserved))
 
 	events := ps.GetEvents()
 	if 1+len(events) > m.opt.Limits.MaxRecords {
@@ -565,37 +567,93 @@ func (m *mapper) sizeArena(spans, attrs, shared int) {
 	}
 }
 
-// mergeAttrs merges sorted, unique lists into a new sorted list; on a key
-// present in several lists the later list wins. The list is carved out of
-// m.arena when it fits.
-func (m *mapper) mergeAttrs(a, b, c trace.Attrs) trace.Attrs {
-	lists := [3]trace.Attrs{a, b, c}
-	n := len(a) + len(b) + len(c)
+// spanAttrs is a span's attributes: own (in the order sent, the last of
+// repeated keys winning), shared and reserved (sorted, unique) merged into
+// one sorted list, a later list winning on a key in several. own is put in
+// order through an index (m.order), not sorted in place: moving the
+// attributes (112 bytes each, with pointers) cost more than comparing keys.
+// The list is carved out of m.arena when it fits.
+func (m *mapper) spanAttrs(own, shared, reserved trace.Attrs) trace.Attrs {
+	if cap(m.order) < len(own) {
+		m.order = make([]int32, 0, max(len(own), 16))
+	}
+	order := m.order[:0]
+	for i := range own {
+		order = append(order, int32(i))
+	}
+	if len(order) <= 16 {
+		for i := 1; i < len(order); i++ { // insertion sort, stable
+			x, j := order[i], i
+			for ; j > 0 && own[order[j-1]].Key > own[x].Key; j-- {
+				order[j] = order[j-1]
+			}
+			order[j] = x
+		}
+	} else {
+		slices.SortStableFunc(order, func(x, y int32) int { return strings.Compare(own[x].Key, own[y].Key) })
+	}
+	w := 0
+	for i, x := range order { // the last of equal keys stays
+		if i+1 < len(order) && own[order[i+1]].Key == own[x].Key {
+			continue
+		}
+		order[w] = x
+		w++
+	}
+	order = order[:w]
+	m.order = order
+
+	n := len(order) + len(shared) + len(reserved)
 	var out trace.Attrs
-	if cap(m.arena)-len(m.arena) >= n {
+	inArena := cap(m.arena)-len(m.arena) >= n
+	if inArena {
 		out = m.arena[len(m.arena) : len(m.arena) : len(m.arena)+n]
 	} else {
 		out = make(trace.Attrs, 0, n)
 	}
-	var heads [3]int
-	for {
-		min, from := "", -1
-		for i, l := range lists {
-			if heads[i] < len(l) && (from < 0 || l[heads[i]].Key <= min) {
-				min, from = l[heads[i]].Key, i
+	for i, j, k := 0, 0, 0; ; {
+		// best is the least key at the heads; from says which lists hold
+		// it (1 own, 2 shared, 4 reserved), the latest one's value winning.
+		var best *trace.Attr
+		var from uint8
+		if i < len(order) {
+			best, from = &own[order[i]], 1
+		}
+		if j < len(shared) {
+			if best == nil {
+				best, from = &shared[j], 2
+			} else if c := strings.Compare(shared[j].Key, best.Key); c <= 0 {
+				if c < 0 {
+					from = 0
+				}
+				best, from = &shared[j], from|2
 			}
 		}
-		if from < 0 {
+		if k < len(reserved) {
+			if best == nil {
+				best, from = &reserved[k], 4
+			} else if c := strings.Compare(reserved[k].Key, best.Key); c <= 0 {
+				if c < 0 {
+					from = 0
+				}
+				best, from = &reserved[k], from|4
+			}
+		}
+		if best == nil {
 			break
 		}
-		out = append(out, lists[from][heads[from]])
-		for i, l := range lists {
-			if heads[i] < len(l) && l[heads[i]].Key == min {
-				heads[i]++
-			}
+		out = append(out, *best)
+		if from&1 != 0 {
+			i++
+		}
+		if from&2 != 0 {
+			j++
+		}
+		if from&4 != 0 {
+			k++
 		}
 	}
-	if cap(m.arena)-len(m.arena) >= n {
+	if inArena {
 		m.arena = m.arena[:len(m.arena)+len(out)]
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -471,4 +472,32 @@ func FuzzDecodeWire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkAgainstOracle(t, body, fuzzOptions())
 	})
+}
+
+// TestSpanAttrs: spanAttrs equals sorting the three lists one after the
+// other with the last of repeated keys winning, for own lists short
+// (insertion sort) and long, with and without room in the arena.
+func TestSpanAttrs(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"a", "b", "c", "d", "e", "http.route", "otel.span.kind", "service.name", "source.format", "z"}
+	list := func(n int, tag string) trace.Attrs {
+		var a trace.Attrs
+		for i := range n {
+			a = append(a, trace.Attr{Key: keys[r.IntN(len(keys))], Value: trace.String(fmt.Sprintf("%s%d", tag, i))})
+		}
+		return a
+	}
+	for i := range 2000 {
+		own := list(r.IntN(40), "own")
+		shared, reserved := sortAttrs(list(r.IntN(8), "shared")), sortAttrs(list(r.IntN(4), "reserved"))
+		want := sortAttrs(append(append(slices.Clone(own), shared...), reserved...))
+		m := &mapper{}
+		if i%2 == 0 {
+			m.sizeArena(1, len(own), len(shared)+len(reserved))
+		}
+		got := m.spanAttrs(slices.Clone(own), shared, reserved)
+		if d := trace.Diff(&trace.Span{Attrs: got}, &trace.Span{Attrs: want}); d != "" {
+			t.Fatalf("own %v shared %v reserved %v: %s", own, shared, reserved, d)
+		}
+	}
 }

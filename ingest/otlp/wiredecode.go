@@ -58,13 +58,23 @@ func (it *fieldIter) next(f *wireValue) bool {
 		return false
 	}
 	b := it.body[it.off:it.end]
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 {
-		it.off = it.end
-		return false
+	tag, n := uint64(b[0]), 1 // most tags and lengths are one byte
+	if tag >= 0x80 {
+		if tag, n = protowire.ConsumeVarint(b); n < 0 {
+			it.off = it.end
+			return false
+		}
 	}
+	num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
 	f.num, f.typ, f.at = num, typ, it.off
 	var m int
+	if typ == protowire.BytesType && n < len(b) && b[n] < 0x80 {
+		if l := int(b[n]); n+1+l <= len(b) {
+			f.b = wireBytes{off: it.off + n + 1, n: l}
+			it.off += n + 1 + l
+			return true
+		}
+	}
 	switch typ {
 	case protowire.VarintType:
 		f.u, m = protowire.ConsumeVarint(b[n:])
@@ -537,7 +547,7 @@ func (d *wireDecoder) span(b wireBytes, shared trace.Attrs) (*trace.Span, error)
 		}
 	}
 	reserved = append(reserved, trace.Attr{Key: AttrSourceFormat, Value: trace.String(trace.SourceOTLP)})
-	s.Attrs = d.mergeAttrs(sortAttrs(own), shared, sortAttrs(reserved))
+	s.Attrs = d.spanAttrs(own, shared, sortAttrs(reserved))
 
 	if 1+ps.events > d.opt.Limits.MaxRecords {
 		return nil, fmt.Errorf("%d events, limit %d records per span", ps.events, d.opt.Limits.MaxRecords)
