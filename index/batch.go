@@ -184,21 +184,57 @@ func (p *postingLists[K]) get(k K) []uint32 {
 	return nil
 }
 
-// blockPostings are the posting lists of one block being built: those of
-// attribute pairs and those of texts apart, so that each map's key is
-// plain memory hashed in one go (a text's is one word).
+// blockPostings builds the posting lists of one block: those of attribute
+// pairs and those of texts apart, so that each map's key is plain memory
+// hashed in one go (a text's is one word). The writer keeps one
+// (Index.builder, under writeMu) and reuses its memory from seal to seal.
+//
+// It works in two passes: add finds each posting's list (a map lookup, or
+// none, see below) and records the list and the offset; finish counts the
+// lists' lengths and places every offset in one array, so a block's lists
+// cost no allocation each and no growing.
 //
 // Consecutive rows tend to repeat what they hold at the same positions
 // (the resource and scope attributes of one request's spans, the keys of
 // the same operation's attributes), so add remembers the previous row's
-// attributes and texts with the positions of their lists: a repeat costs
-// a comparison instead of a map lookup.
+// attributes and texts with their lists: a repeat costs a comparison
+// instead of a map lookup.
 type blockPostings struct {
-	attrs postingLists[KV]
-	words postingLists[uint64]
+	attrs postingKeys[KV]
+	words postingKeys[uint64]
+	// attrSeq and wordSeq hold every posting in the order added: the
+	// list's position in the high 32 bits, the offset in the low ones.
+	attrSeq, wordSeq []uint64
+	flat             []uint32 // every list's offsets, list after list
 
 	prev, cur posCache
 	values    valueSet
+}
+
+// postingKeys are the keys of a block's lists, found through a map of
+// their positions; lists[i] is the list of keys[i] once finish has run.
+type postingKeys[K comparable] struct {
+	at    map[K]int32
+	keys  []K
+	lists [][]uint32
+}
+
+func (p *postingKeys[K]) index(k K) int32 {
+	if i, ok := p.at[k]; ok {
+		return i
+	}
+	i := int32(len(p.keys))
+	p.at[k] = i
+	p.keys = append(p.keys, k)
+	return i
+}
+
+func (p *postingKeys[K]) reset() {
+	if p.at == nil {
+		p.at = make(map[K]int32)
+	}
+	clear(p.at)
+	p.keys, p.lists = p.keys[:0], p.lists[:0]
 }
 
 // posCache is one row's attributes and texts with the positions of their
@@ -210,30 +246,20 @@ type posCache struct {
 	textLists []int32
 }
 
-func newBlockPostings() blockPostings {
-	return blockPostings{attrs: newPostingLists[KV](), words: newPostingLists[uint64]()}
-}
-
-// all yields every list with its key, in the order the lists were created.
-func (p *blockPostings) all(yield func(postKey, []uint32) bool) {
-	for i, kv := range p.attrs.keys {
-		if !yield(postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}, p.attrs.lists[i]) {
-			return
-		}
-	}
-	for i, t := range p.words.keys {
-		if !yield(postKey{prefix: prefixText, a: t}, p.words.lists[i]) {
-			return
-		}
-	}
+// reset starts a new block.
+func (p *blockPostings) reset() {
+	p.attrs.reset()
+	p.words.reset()
+	p.attrSeq, p.wordSeq = p.attrSeq[:0], p.wordSeq[:0]
+	p.prev, p.cur = posCache{attrLists: p.prev.attrLists[:0], textLists: p.prev.textLists[:0]},
+		posCache{attrLists: p.cur.attrLists[:0], textLists: p.cur.textLists[:0]}
 }
 
 // add adds the entry at offset off with row r: one posting per attribute,
 // and one per text that is not also an attribute value of the entry (those
 // are found through the attribute's list, see Query.TextAny). Offsets must
-// come in ascending order. The row's slices must not change until the
-// posting lists are written (add keeps the last row to compare the next
-// one with).
+// come in ascending order. The row's slices must not change until finish
+// (add keeps the last row to compare the next one with).
 //
 // Its cost is linear in the row's attributes and texts: a row with many
 // attributes looks its texts up in a hash set of its attribute values.
@@ -247,7 +273,7 @@ func (p *blockPostings) add(off uint32, r row) {
 		} else {
 			li = p.attrs.index(kv)
 		}
-		p.attrs.lists[li] = append(p.attrs.lists[li], off)
+		p.attrSeq = append(p.attrSeq, uint64(li)<<32|uint64(off))
 		cur.attrLists = append(cur.attrLists, li)
 	}
 	small := len(r.attrs) <= smallValueRow
@@ -276,11 +302,64 @@ func (p *blockPostings) add(off uint32, r row) {
 			li = p.words.index(t)
 		}
 		if li >= 0 {
-			p.words.lists[li] = append(p.words.lists[li], off)
+			p.wordSeq = append(p.wordSeq, uint64(li)<<32|uint64(off))
 		}
 		cur.textLists = append(cur.textLists, li)
 	}
 	p.prev, p.cur = p.cur, p.prev
+}
+
+// finish builds the lists from what add recorded. They stay valid until
+// the next reset.
+func (p *blockPostings) finish() {
+	total := len(p.attrSeq) + len(p.wordSeq)
+	if cap(p.flat) < total {
+		p.flat = make([]uint32, total)
+	}
+	flat := p.flat[:total]
+	flat = placeLists(flat, p.attrSeq, len(p.attrs.keys), &p.attrs.lists)
+	placeLists(flat, p.wordSeq, len(p.words.keys), &p.words.lists)
+}
+
+// placeLists lays out the n lists of seq at the start of flat (a counting
+// sort: offsets stay in the order added) and returns the rest of flat.
+func placeLists(flat []uint32, seq []uint64, n int, lists *[][]uint32) []uint32 {
+	ls := (*lists)[:0]
+	ends := make([]uint32, n) // first the lengths, then each list's next free place
+	for _, x := range seq {
+		ends[x>>32]++
+	}
+	var at uint32
+	for i, c := range ends {
+		ls = append(ls, flat[at:at:at+c])
+		at += c
+		ends[i] = at - c
+	}
+	for _, x := range seq {
+		li := x >> 32
+		flat[ends[li]] = uint32(x)
+		ends[li]++
+	}
+	for i := range ls {
+		ls[i] = ls[i][:cap(ls[i])]
+	}
+	*lists = ls
+	return flat[at:]
+}
+
+// all yields every list with its key, in the order the lists were created
+// (after finish).
+func (p *blockPostings) all(yield func(postKey, []uint32) bool) {
+	for i, kv := range p.attrs.keys {
+		if !yield(postKey{prefix: prefixAttr, a: kv.Key, b: kv.Value}, p.attrs.lists[i]) {
+			return
+		}
+	}
+	for i, t := range p.words.keys {
+		if !yield(postKey{prefix: prefixText, a: t}, p.words.lists[i]) {
+			return
+		}
+	}
 }
 
 // valueSet is a set of attribute values (open addressing, cleared by
@@ -355,6 +434,14 @@ func (ix *Index) NewBatch() *Batch {
 	base := ix.spans
 	ix.mu.RUnlock()
 	return &Batch{ix: ix, base: base}
+}
+
+// Grow makes room for n more entries, so that adding a known number of
+// entries does not grow the batch's arrays step by step.
+func (b *Batch) Grow(n int) {
+	b.entries = slices.Grow(b.entries, n)
+	b.cols = slices.Grow(b.cols, n)
+	b.rows = slices.Grow(b.rows, n)
 }
 
 // Len returns the number of entries added.
@@ -481,7 +568,12 @@ func (b *Batch) Commit() error {
 	}()
 	for _, id := range order {
 		key = traceKey(key[:0], id)
-		if !ix.recent.contains(id) {
+		// A trace id is new unless the index holds it: certainly new when
+		// the filter of every id committed has not seen it, certainly not
+		// when it was seen recently, otherwise looked up.
+		if ix.known != nil && !ix.known.mayContain(id) {
+			newTraces++
+		} else if !ix.recent.contains(id) {
 			if probe == nil {
 				var err error
 				if probe, err = kv.NewPointReader(ix.db); err != nil {
@@ -546,7 +638,8 @@ func (b *Batch) Commit() error {
 		// The block is full: build its posting lists from its rows (those
 		// committed before, kept by ix.open, and this batch's) and write
 		// them once.
-		posts := newBlockPostings()
+		posts := &ix.builder
+		posts.reset()
 		if firstOff > 0 {
 			if o := ix.open; o == nil || o.blk != blk || len(o.rows) != int(firstOff) {
 				return fmt.Errorf("index %s: commit: the open block in memory does not hold the %d rows of block %d", ix.dir, firstOff, blk)
@@ -559,6 +652,7 @@ func (b *Batch) Commit() error {
 		for j, r := range b.rows[i:end] {
 			posts.add(firstOff+uint32(j), r)
 		}
+		posts.finish()
 		for k, offs := range posts.all {
 			wb.Set(postingKey(key[:0], k.prefix, k.a, k.b, blk), postings.Append(val[:0], offs))
 			if k.prefix == prefixAttr && !ix.pairs.contains(KV{k.a, k.b}) {
@@ -587,6 +681,9 @@ func (b *Batch) Commit() error {
 	// Committed: update the writer's memory, then the readers' view.
 	for _, id := range order {
 		ix.recent.add(id)
+		if ix.known != nil {
+			ix.known.add(id)
+		}
 	}
 	for _, kv := range newPairs {
 		ix.pairs.add(kv)

@@ -41,6 +41,12 @@
 //   - 'm' → format record; state record (counters, watermark, open block
 //     summary), written with every batch.
 //
+// The state record counts distinct traces: Commit counts a batch's trace
+// id as new unless the index holds it. An index created empty in this
+// process keeps an in-memory Bloom filter of every trace id committed
+// (traceFilter), so a new trace id costs no lookup; only ids the filter or
+// the recent-ids set may have seen are looked up in Pebble.
+//
 // So a batch writes a handful of keys per trace plus one per block,
 // whatever its size. Multi-entry values are written with Pebble merge
 // operations (one operand per batch). The exact byte layout is in

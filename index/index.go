@@ -102,9 +102,13 @@ type Index struct {
 	closeMu sync.RWMutex // held shared by every operation, exclusively by Close
 	closed  bool
 
-	writeMu sync.Mutex // serializes Commit; guards recent and pairs
+	writeMu sync.Mutex // serializes Commit; guards recent, pairs and builder
 	recent  *recentSet[[16]byte]
 	pairs   *recentSet[KV]
+	builder blockPostings // builds a sealed block's posting lists
+	// known holds every trace id of an index that was empty when opened
+	// (nil otherwise, or read-only): see traceFilter.
+	known *traceFilter
 
 	mu        sync.RWMutex // guards the fields below: the committed view
 	spans     uint64
@@ -253,6 +257,10 @@ func (ix *Index) load(createShift uint) error {
 	}
 	ix.sealed = sealed
 	ix.order = buildOrder(nil, sealed)
+	if ix.spans == 0 && !ix.readOnly {
+		// Every trace id the index will hold goes through Commit.
+		ix.known = &traceFilter{}
+	}
 
 	// The open block: its rows, back in memory.
 	ix.open = newOpenBlock(nsealed)

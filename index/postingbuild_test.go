@@ -48,10 +48,19 @@ func TestBlockPostingsMatchNaive(t *testing.T) {
 		prev = r
 	}
 
-	p := newBlockPostings()
+	var p blockPostings
+	// The builder is reused from block to block: build an unrelated block
+	// first.
+	p.reset()
+	for off, r := range rows[:100] {
+		p.add(uint32(off), row{attrs: r.attrs[:len(r.attrs)/2], texts: r.texts})
+	}
+	p.finish()
+	p.reset()
 	for off, r := range rows {
 		p.add(uint32(off), r)
 	}
+	p.finish()
 	got := map[postKey][]uint32{}
 	for k, offs := range p.all {
 		if _, dup := got[k]; dup {

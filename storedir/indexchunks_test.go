@@ -19,7 +19,7 @@ type testIndexes struct {
 	text *textindex.Index
 }
 
-func openTestIndexes(t *testing.T) testIndexes {
+func openTestIndexes(t testing.TB) testIndexes {
 	t.Helper()
 	dir := t.TempDir()
 	meta, err := index.Open(filepath.Join(dir, metaDir), index.Options{})

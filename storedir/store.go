@@ -688,6 +688,7 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 	}
 	var metaErr error
 	if mb != nil {
+		mb.Grow(len(entries))
 		for _, e := range entries {
 			mb.AddDistinctSpan(e) // the interner listed each text and pair once
 		}
