@@ -22,7 +22,8 @@ type agentStats struct {
 func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int, maxBytes int64) (*agentDefs, agentStats, error) {
 	defs := &agentDefs{strs: make(map[uint64]string), methods: make(map[uint64]string)}
 	var st agentStats
-	// What the body adds to: nothing after a reset (nil maps read empty).
+	// What the body adds to: nothing after a reset (nil maps read empty;
+	// has skips the lookup call for them).
 	var baseStrs, baseMethods map[uint64]string
 	baseCount, baseBytes := 0, int64(0)
 	if !reset {
@@ -33,6 +34,9 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 	lookup := func(id uint64) (string, bool) {
 		if s, ok := defs.strs[id]; ok {
 			return s, true
+		}
+		if len(baseStrs) == 0 {
+			return "", false
 		}
 		s, ok := baseStrs[id]
 		return s, ok
@@ -89,7 +93,7 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 				}
 			}
 			_, inDefs := defs.strs[id]
-			_, inBase := baseStrs[id]
+			inBase := has(baseStrs, id)
 			if err := account(off, !inDefs && !inBase, len(text)); err != nil {
 				return nil, st, err
 			}
@@ -119,7 +123,7 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 			}
 			m := renderMethod(parts[0], parts[1], parts[2])
 			_, inDefs := defs.methods[ids[0]]
-			_, inBase := baseMethods[ids[0]]
+			inBase := has(baseMethods, ids[0])
 			if err := account(off, !inDefs && !inBase, len(m)); err != nil {
 				return nil, st, err
 			}
@@ -130,6 +134,15 @@ func decodeAgentData(body []byte, base *symbolTable, reset bool, maxSymbols int,
 		}
 	}
 	return defs, st, nil
+}
+
+// has reports whether m defines id.
+func has(m map[uint64]string, id uint64) bool {
+	if len(m) == 0 {
+		return false
+	}
+	_, ok := m[id]
+	return ok
 }
 
 // apply commits staged definitions; re-definitions overwrite.
