@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -15,11 +16,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ztsd/ztsd/membudget"
+	"github.com/ztsd/ztsd/trace"
 )
 
 func grpcClient(t *testing.T, addr string) collectortrace.TraceServiceClient {
@@ -218,6 +222,91 @@ func TestGRPCBudgetUsesMessageSize(t *testing.T) {
 		_, err := cl.Export(context.Background(), req, callOpts...)
 		if st := status.Convert(err); st.Code() != codes.ResourceExhausted {
 			t.Errorf("gzip=%v: budget one byte short: %v, want RESOURCE_EXHAUSTED", gz, err)
+		}
+	}
+}
+
+// rawBytesCodec is a client codec that sends a *[]byte as the message
+// encoding as it is (to send malformed requests) and reads replies as
+// protobuf.
+type rawBytesCodec struct{ encoding.CodecV2 }
+
+func (c rawBytesCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(*[]byte); ok {
+		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
+	}
+	return c.CodecV2.Marshal(v)
+}
+
+// TestGRPCMalformedRequest: a request whose encoding is malformed is
+// refused INVALID_ARGUMENT naming the offset and the field, and stores
+// nothing; one with a wrong-wire-type field and unknown fields is served
+// like the same request without them.
+func TestGRPCMalformedRequest(t *testing.T) {
+	app := &recordingAppender{}
+	addr := startGRPC(t, "tcp", app, Options{})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	codec := grpc.ForceCodecV2(rawBytesCodec{encoding.GetCodecV2("proto")})
+	good, _ := proto.Marshal(sampleRequest())
+	bad := append(bytes.Clone(good), 0x0a, 0x03, 0x12, 0x03, 0xff) // resource_spans[n].scope_spans[0]: 3 bytes long, 1 there
+	resp := new(collectortrace.ExportTraceServiceResponse)
+	err = conn.Invoke(context.Background(), collectortrace.TraceService_Export_FullMethodName, &bad, resp, codec)
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), fmt.Sprintf("protobuf at offset %d: resource_spans[2].scope_spans[0]: value of wire type 2: unexpected EOF", len(good)+2)) {
+		t.Fatalf("malformed request: %v", err)
+	}
+	if n := len(app.stored()); n != 0 {
+		t.Fatalf("a malformed request stored %d spans", n)
+	}
+	extra := append(bytes.Clone(good), 0x08, 0x01, 0xf8, 0x07, 0x02) // resource_spans as a varint, field 127
+	if err := conn.Invoke(context.Background(), collectortrace.TraceService_Export_FullMethodName, &extra, resp, codec); err != nil {
+		t.Fatal(err)
+	}
+	want, _, _, _ := Decode(good, ContentTypeProtobuf, Options{})
+	got := app.stored()
+	if len(got) != len(want) {
+		t.Fatalf("%d spans stored, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if d := trace.Diff(got[i], want[i]); d != "" {
+			t.Fatalf("span %d: %s", i, d)
+		}
+	}
+}
+
+// TestGRPCGeneratedRegistration: NewGRPCService registered with the
+// generated code on a server without GRPCServerOptions (its requests
+// unmarshalled by gRPC) stores what Register's service stores.
+func TestGRPCGeneratedRegistration(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	app := &recordingAppender{}
+	collectortrace.RegisterTraceServiceServer(srv, NewGRPCService(app, Options{}))
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	req := sampleRequest()
+	resp, err := grpcClient(t, lis.Addr().String()).Export(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := proto.Marshal(req)
+	want, rejected, msg, _ := Decode(body, ContentTypeProtobuf, Options{})
+	if resp.GetPartialSuccess().GetRejectedSpans() != rejected || resp.GetPartialSuccess().GetErrorMessage() != msg {
+		t.Fatalf("partial success %v, want %d %q", resp.GetPartialSuccess(), rejected, msg)
+	}
+	got := app.stored()
+	if len(got) != len(want) || len(got) == 0 {
+		t.Fatalf("%d spans stored, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if d := trace.Diff(got[i], want[i]); d != "" {
+			t.Fatalf("span %d: %s", i, d)
 		}
 	}
 }
