@@ -19,7 +19,7 @@ func benchPayloads(n int) ([][]byte, int64) {
 	return out, total
 }
 
-var benchCodecs = []Options{{None, true}, {LZ4, true}, {Zlib, true}}
+var benchCodecs = []Options{{None, true}, {LZ4, true}, {Zlib, true}, {Zstd, true}}
 
 func BenchmarkEncode(b *testing.B) {
 	payloads, total := benchPayloads(64)

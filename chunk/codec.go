@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -17,6 +18,34 @@ import (
 // (BenchmarkEncode) klauspost/compress level 3 encodes about twice as fast as
 // level 6 for about 3% more stored bytes. Readers do not depend on it.
 const zlibLevel = 3
+
+// zstdLevel is the level of zstd chunks. On the chunk payloads of the OTLP
+// bench load klauspost/compress's SpeedDefault (about zstd level 3) stores
+// 3% fewer bytes than SpeedFastest for about 0.1 µs more CPU per span, and
+// its output decodes no slower. Readers do not depend on it.
+const zstdLevel = zstd.SpeedDefault
+
+// The zstd encoder and decoder are safe for concurrent EncodeAll/DecodeAll
+// (each keeps up to GOMAXPROCS states) and hold nothing observable between
+// calls, so each is created once, on first use.
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderCRC(true),
+			zstd.WithSingleSegment(true))
+		if err != nil {
+			panic(fmt.Sprintf("chunk: zstd encoder options: %v", err)) // constant options: a programming error
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxChunkSize),
+			zstd.WithDecoderMaxWindow(MaxChunkSize), zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			panic(fmt.Sprintf("chunk: zstd decoder options: %v", err)) // constant options: a programming error
+		}
+		return d
+	})
+)
 
 // Codec scratch state is expensive to create (a zlib writer allocates about
 // 1 MiB) and holds nothing observable between calls, so it is pooled.
@@ -107,6 +136,16 @@ func Encode(payload []byte, opt Options, dst []byte) (EncodedChunk, error) {
 			zlibWriters.Put(zs)
 			compressed = err == nil
 		}
+	case Zstd:
+		if n > 0 {
+			buf = grow(buf, ChunkHeaderSize+n/2)[:ChunkHeaderSize]
+			buf = zstdEncoder().EncodeAll(payload, buf)
+			if len(buf)-ChunkHeaderSize < n {
+				compressed = true
+			} else {
+				buf = buf[:ChunkHeaderSize]
+			}
+		}
 	}
 	if !compressed {
 		buf = append(grow(buf, ChunkHeaderSize)[:ChunkHeaderSize], payload...)
@@ -189,6 +228,11 @@ func decodeStored(h chunkHeader, stored []byte, opt Options, dst []byte) ([]byte
 			return nil, Decompress, err
 		}
 		return out, 0, nil
+	case Zstd:
+		if err := unzstd(stored, out); err != nil {
+			return nil, Decompress, err
+		}
+		return out, 0, nil
 	}
 	return nil, Decompress, fmt.Errorf("unknown compression %v", opt.Compression)
 }
@@ -226,4 +270,76 @@ func inflate(src, out []byte) error {
 		return fmt.Errorf("%d bytes after the end of the zlib stream", br.Len())
 	}
 	return nil
+}
+
+// unzstd decodes src, which must be exactly one zstd frame declaring its
+// content size len(out) and a content checksum, into out. The frame is
+// walked block by block first, so trailing bytes, a second frame, a
+// skippable frame, a dictionary or a wrong size are rejected before any
+// decoding; the decoder then writes at most len(out) bytes into out's
+// storage and verifies the checksum.
+func unzstd(src, out []byte) error {
+	var h zstd.Header
+	if err := h.Decode(src); err != nil {
+		return fmt.Errorf("zstd frame header: %w", err)
+	}
+	switch {
+	case h.Skippable:
+		return errors.New("zstd: skippable frame instead of a data frame")
+	case h.DictionaryID != 0:
+		return fmt.Errorf("zstd frame names dictionary %d", h.DictionaryID)
+	case !h.HasFCS:
+		return errors.New("zstd frame without a content size")
+	case h.FrameContentSize != uint64(len(out)):
+		return fmt.Errorf("zstd frame content size %d, header says %d", h.FrameContentSize, len(out))
+	case !h.HasCheckSum:
+		return errors.New("zstd frame without a content checksum")
+	}
+	end, err := zstdFrameEnd(src, h.HeaderSize)
+	if err != nil {
+		return err
+	}
+	if end != len(src) {
+		return fmt.Errorf("%d bytes after the end of the zstd frame", len(src)-end)
+	}
+	got, err := zstdDecoder().DecodeAll(src, out[:0:len(out)])
+	if err != nil {
+		return fmt.Errorf("zstd: %w", err)
+	}
+	if len(got) != len(out) {
+		return fmt.Errorf("zstd frame yields %d bytes, header says %d", len(got), len(out))
+	}
+	if len(out) > 0 && &got[0] != &out[0] {
+		copy(out, got) // not reached with the cap limit; kept so out always holds the payload
+	}
+	return nil
+}
+
+// zstdFrameEnd returns the offset just past the frame (with its 4-byte
+// checksum) whose blocks start at off in src (RFC 8878 3.1.1.2).
+func zstdFrameEnd(src []byte, off int) (int, error) {
+	for {
+		if len(src)-off < 3 {
+			return 0, fmt.Errorf("zstd block header at stored byte %d: %d bytes left", off, len(src)-off)
+		}
+		bh := uint32(src[off]) | uint32(src[off+1])<<8 | uint32(src[off+2])<<16
+		last, typ, size := bh&1 != 0, (bh>>1)&3, int(bh>>3)
+		off += 3
+		switch typ {
+		case 1: // RLE: one byte repeated size times
+			size = 1
+		case 3:
+			return 0, fmt.Errorf("zstd block at stored byte %d: reserved block type", off-3)
+		}
+		if len(src)-off < size {
+			return 0, fmt.Errorf("zstd block at stored byte %d: %d bytes, %d left", off-3, size, len(src)-off)
+		}
+		off += size
+		if last {
+			if len(src)-off < 4 {
+				return 0, fmt.Errorf("zstd frame checksum at stored byte %d: %d bytes left", off, len(src)-off)
+			}
+			return off + 4, nil
+		}
+	}
 }

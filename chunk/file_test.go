@@ -467,7 +467,7 @@ func TestAppendEncodedChecksOptions(t *testing.T) {
 // TestConcurrentReadDuringAppend reads published chunks while one writer
 // appends and encoders compress in parallel (run with -race).
 func TestConcurrentReadDuringAppend(t *testing.T) {
-	for _, opt := range []Options{{LZ4, true}, {Zlib, false}} {
+	for _, opt := range []Options{{LZ4, true}, {Zlib, false}, {Zstd, true}} {
 		f, err := Create(filepath.Join(t.TempDir(), "traces.zts"), opt)
 		if err != nil {
 			t.Fatal(err)

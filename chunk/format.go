@@ -26,22 +26,26 @@ const (
 	chunkMagicString = "ZCH0"
 
 	// rawBit in the csize field marks a chunk stored uncompressed in a file
-	// whose compression is LZ4 or zlib (the payload did not shrink).
+	// whose compression is LZ4, zlib or zstd (the payload did not shrink).
 	rawBit = 0x80000000
 
 	// Maximum expansion ratios, used to bound lsize by csize for compressed
 	// chunks. An LZ4 block expands at most ~255x (a match-length byte of 255
 	// yields 255 output bytes); deflate at most ~1032x (a 258-byte match per
 	// ~2 bits). The zlib bound is generous on purpose: the 6 bytes of zlib
-	// framing count into csize.
+	// framing count into csize. A zstd block decodes to at most 128 KiB and
+	// takes at least 4 stored bytes (a 3-byte block header and one RLE
+	// byte), so a zstd frame expands at most 32768x.
 	maxLZ4Ratio  = 255
 	maxZlibRatio = 1032
+	maxZstdRatio = 32768
 )
 
 // Header flag bits (big-endian uint32 at offset 4 of the file header).
 const (
 	flagLZ4         = 0x01
 	flagZlib        = 0x02
+	flagZstd        = 0x03
 	compressionMask = 0x0F
 	flagCRC32       = 0x10
 	knownFlags      = compressionMask | flagCRC32
@@ -55,9 +59,10 @@ const (
 	None Compression = 0
 	LZ4  Compression = flagLZ4  // raw LZ4 block (no frame)
 	Zlib Compression = flagZlib // zlib stream (RFC 1950)
+	Zstd Compression = flagZstd // one zstd frame (RFC 8878) with its content size and checksum
 )
 
-// String returns "none", "lz4" or "zlib".
+// String returns "none", "lz4", "zlib" or "zstd".
 func (c Compression) String() string {
 	switch c {
 	case None:
@@ -66,11 +71,13 @@ func (c Compression) String() string {
 		return "lz4"
 	case Zlib:
 		return "zlib"
+	case Zstd:
+		return "zstd"
 	}
 	return fmt.Sprintf("compression(%d)", uint8(c))
 }
 
-// ParseCompression parses "none", "lz4" or "zlib" (case-insensitive).
+// ParseCompression parses "none", "lz4", "zlib" or "zstd" (case-insensitive).
 func ParseCompression(s string) (Compression, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "none":
@@ -79,8 +86,10 @@ func ParseCompression(s string) (Compression, error) {
 		return LZ4, nil
 	case "zlib":
 		return Zlib, nil
+	case "zstd":
+		return Zstd, nil
 	}
-	return None, fmt.Errorf("chunk: unknown compression %q (want none, lz4 or zlib)", s)
+	return None, fmt.Errorf("chunk: unknown compression %q (want none, lz4, zlib or zstd)", s)
 }
 
 // Options are the per-file format choices, stored in the header flags.
@@ -99,7 +108,7 @@ func (o Options) String() string {
 
 func (o Options) validate() error {
 	switch o.Compression {
-	case None, LZ4, Zlib:
+	case None, LZ4, Zlib, Zstd:
 		return nil
 	}
 	return fmt.Errorf("chunk: invalid options: %v", o.Compression)
@@ -118,7 +127,7 @@ func optionsFromFlags(flags uint32) (Options, error) {
 		return Options{}, fmt.Errorf("unknown flag bits %#x in flags %#x", flags&^knownFlags, flags)
 	}
 	c := Compression(flags & compressionMask)
-	if c != None && c != LZ4 && c != Zlib {
+	if c != None && c != LZ4 && c != Zlib && c != Zstd {
 		return Options{}, fmt.Errorf("unknown compression %#x in flags %#x", flags&compressionMask, flags)
 	}
 	return Options{Compression: c, Checksums: flags&flagCRC32 != 0}, nil
@@ -317,8 +326,11 @@ func (h chunkHeader) check(opt Options) (Reason, error) {
 			return SizeOutOfBounds, fmt.Errorf("compressed chunk with stored size %d, logical size %d", h.stored, h.lsize)
 		}
 		ratio := uint64(maxLZ4Ratio)
-		if opt.Compression == Zlib {
+		switch opt.Compression {
+		case Zlib:
 			ratio = maxZlibRatio
+		case Zstd:
+			ratio = maxZstdRatio
 		}
 		if uint64(h.lsize) > ratio*uint64(h.stored) {
 			return SizeOutOfBounds, fmt.Errorf("logical size %d exceeds %dx the stored size %d", h.lsize, ratio, h.stored)

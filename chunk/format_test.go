@@ -16,21 +16,22 @@ func TestParseCompression(t *testing.T) {
 		want Compression
 		ok   bool
 	}{
-		{"none", None, true}, {"LZ4", LZ4, true}, {" zlib ", Zlib, true},
-		{"", None, false}, {"gzip", None, false}, {"zstd", None, false},
+		{"none", None, true}, {"LZ4", LZ4, true}, {" zlib ", Zlib, true}, {"ZSTD", Zstd, true},
+		{"", None, false}, {"gzip", None, false}, {"zstd:3", None, false},
 	} {
 		got, err := ParseCompression(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseCompression(%q) = %v, %v; want %v, ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
-		if tc.ok && got.String() != map[Compression]string{None: "none", LZ4: "lz4", Zlib: "zlib"}[got] {
+		if tc.ok && got.String() != map[Compression]string{None: "none", LZ4: "lz4", Zlib: "zlib", Zstd: "zstd"}[got] {
 			t.Errorf("%v.String() = %q", got, got.String())
 		}
 	}
 }
 
 func TestHeaderBytes(t *testing.T) {
-	// The flag values follow the spec: 0x01 LZ4, 0x02 zlib, 0x10 CRC32.
+	// The flag values follow the spec: 0x01 LZ4, 0x02 zlib, 0x10 CRC32;
+	// 0x03 zstd is ztsd's own.
 	for _, tc := range []struct {
 		opt  Options
 		want string
@@ -39,6 +40,8 @@ func TestHeaderBytes(t *testing.T) {
 		{Options{LZ4, true}, "5a545330 00000011 00000000 00000000"},
 		{Options{Zlib, true}, "5a545330 00000012 00000000 00000000"},
 		{Options{Zlib, false}, "5a545330 00000002 00000000 00000000"},
+		{Options{Zstd, true}, "5a545330 00000013 00000000 00000000"},
+		{Options{Zstd, false}, "5a545330 00000003 00000000 00000000"},
 	} {
 		b := appendHeader(nil, Header{Options: tc.opt})
 		got := ""
@@ -84,7 +87,7 @@ func TestParseHeaderRejects(t *testing.T) {
 		{"magic", set(0, 0x5A545331), ErrBadHeader},
 		{"unknown flag bit 0x20", set(4, 0x31), ErrBadHeader},
 		{"unknown flag bit 0x80000000", set(4, 0x80000001), ErrBadHeader},
-		{"compression 3", set(4, 0x13), ErrBadHeader},
+		{"compression 4", set(4, 0x14), ErrBadHeader},
 		{"compression 0x0f", set(4, 0x0f), ErrBadHeader},
 		{"reserved", set(12, 1), ErrBadHeader},
 	} {
@@ -151,7 +154,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 func TestIncompressibleStoredRaw(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	p := randomBytes(rng, 10000)
-	for _, opt := range []Options{{LZ4, true}, {Zlib, true}, {LZ4, false}, {Zlib, false}} {
+	for _, opt := range []Options{{LZ4, true}, {Zlib, true}, {Zstd, true}, {LZ4, false}, {Zlib, false}, {Zstd, false}} {
 		c, err := Encode(p, opt, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -224,6 +227,8 @@ func TestCheckBounds(t *testing.T) {
 		{"lz4 ok", Options{LZ4, true}, hdr(100, 25500, 1), 0},
 		{"lz4 ratio", Options{LZ4, true}, hdr(100, 25501, 1), SizeOutOfBounds},
 		{"zlib ratio", Options{Zlib, true}, hdr(10, 10321, 1), SizeOutOfBounds},
+		{"zstd ok", Options{Zstd, true}, hdr(100, 3276800, 1), 0},
+		{"zstd ratio", Options{Zstd, true}, hdr(100, 3276801, 1), SizeOutOfBounds},
 		{"compressed not smaller", Options{LZ4, true}, hdr(100, 100, 1), SizeOutOfBounds},
 		{"compressed empty", Options{Zlib, true}, hdr(0, 0, 1), SizeOutOfBounds},
 		{"raw sizes differ", Options{Zlib, true}, hdr(rawBit|100, 101, 1), SizeOutOfBounds},
@@ -250,6 +255,7 @@ func TestHostileSizesDoNotAllocate(t *testing.T) {
 		{"lz4 bomb 64MiB from 10 bytes", Options{LZ4, true}, 10, MaxChunkSize, SizeOutOfBounds},
 		{"60MiB past a small file", Options{None, true}, 60 << 20, 60 << 20, Truncated},
 		{"compressed 60MiB past a small file", Options{Zlib, true}, 60 << 20, MaxChunkSize, Truncated},
+		{"zstd bomb 64MiB from 10 bytes", Options{Zstd, true}, 10, MaxChunkSize, SizeOutOfBounds},
 	} {
 		data := appendHeader(nil, Header{Options: tc.opt})
 		data = binary.BigEndian.AppendUint32(data, ChunkMagic)

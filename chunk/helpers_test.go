@@ -38,7 +38,7 @@ func samplePayloads(t testing.TB) map[string][]byte {
 
 // allOptions is every compression × checksum combination.
 var allOptions = []Options{
-	{None, false}, {None, true}, {LZ4, false}, {LZ4, true}, {Zlib, false}, {Zlib, true},
+	{None, false}, {None, true}, {LZ4, false}, {LZ4, true}, {Zlib, false}, {Zlib, true}, {Zstd, false}, {Zstd, true},
 }
 
 // cborTrace builds a CBOR-like trace payload of about size bytes, shaped like

@@ -55,7 +55,9 @@ func TestScannerCorruptHeaderFields(t *testing.T) {
 		mutate func(h []byte)
 		want   map[Compression]Reason // by compression of the file
 	}
-	all := func(r Reason) map[Compression]Reason { return map[Compression]Reason{None: r, LZ4: r, Zlib: r} }
+	all := func(r Reason) map[Compression]Reason {
+		return map[Compression]Reason{None: r, LZ4: r, Zlib: r, Zstd: r}
+	}
 	add := func(off int, delta uint32) func([]byte) {
 		return func(h []byte) { binary.BigEndian.PutUint32(h[off:], binary.BigEndian.Uint32(h[off:])+delta) }
 	}
@@ -68,14 +70,14 @@ func TestScannerCorruptHeaderFields(t *testing.T) {
 		{"csize 0xFFFFFFFE", set(4, 0xFFFFFFFE), all(SizeOutOfBounds)},
 		{"csize 0x7FFFFFFE", set(4, 0x7FFFFFFE), all(SizeOutOfBounds)},
 		{"csize raw bit flipped", func(h []byte) { h[4] ^= 0x80 }, all(SizeOutOfBounds)},
-		{"csize +1", add(4, 1), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Checksum, Zlib: Checksum}},
-		{"csize -1", add(4, 0xFFFFFFFF), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Checksum, Zlib: Checksum}},
-		{"lsize +1", add(8, 1), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Decompress, Zlib: Decompress}},
-		{"lsize -1", add(8, 0xFFFFFFFF), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Decompress, Zlib: Decompress}},
+		{"csize +1", add(4, 1), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Checksum, Zlib: Checksum, Zstd: Checksum}},
+		{"csize -1", add(4, 0xFFFFFFFF), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Checksum, Zlib: Checksum, Zstd: Checksum}},
+		{"lsize +1", add(8, 1), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Decompress, Zlib: Decompress, Zstd: Decompress}},
+		{"lsize -1", add(8, 0xFFFFFFFF), map[Compression]Reason{None: SizeOutOfBounds, LZ4: Decompress, Zlib: Decompress, Zstd: Decompress}},
 		{"lsize 0xFFFFFFFE", set(8, 0xFFFFFFFE), all(SizeOutOfBounds)},
 		{"cksum bit flip", func(h []byte) { h[14] ^= 0x10 }, all(Checksum)},
 	}
-	for _, opt := range []Options{{None, true}, {LZ4, true}, {Zlib, true}} {
+	for _, opt := range []Options{{None, true}, {LZ4, true}, {Zlib, true}, {Zstd, true}} {
 		im := buildImage(t, opt, testPayloads(t, 10, 2))
 		for _, c := range corruptions {
 			t.Run(fmt.Sprintf("%v/%s", opt, c.name), func(t *testing.T) {
@@ -106,7 +108,7 @@ func TestScannerCorruptHeaderFields(t *testing.T) {
 // TestScannerPayloadBitFlip flips every 97th bit of one chunk's stored bytes.
 func TestScannerPayloadBitFlip(t *testing.T) {
 	const victim = 3
-	for _, opt := range []Options{{None, true}, {LZ4, true}, {Zlib, true}} {
+	for _, opt := range []Options{{None, true}, {LZ4, true}, {Zlib, true}, {Zstd, true}} {
 		im := buildImage(t, opt, testPayloads(t, 8, 3))
 		from, to := im.offs[victim]+ChunkHeaderSize, im.end(victim)
 		for bit := from * 8; bit < to*8; bit += 97 {
@@ -157,7 +159,7 @@ func TestScannerTruncatedTail(t *testing.T) {
 // TestScannerZeroedRegion zeroes 4 KiB in the middle of a file: the chunks it
 // touches form one bad region, every chunk outside it is returned.
 func TestScannerZeroedRegion(t *testing.T) {
-	for _, opt := range []Options{{None, true}, {LZ4, true}, {Zlib, true}, {LZ4, false}, {Zlib, false}} {
+	for _, opt := range []Options{{None, true}, {LZ4, true}, {Zlib, true}, {Zstd, true}, {LZ4, false}, {Zlib, false}, {Zstd, false}} {
 		im := buildImage(t, opt, testPayloads(t, 40, 5))
 		for _, zstart := range []int64{im.offs[10] + 100, im.offs[12], int64(len(im.data)) / 2} {
 			zend := zstart + 4096

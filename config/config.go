@@ -145,7 +145,7 @@ func (o ObjectStoreConfig) Enabled() bool { return o.Bucket != "" }
 // StoreConfig shapes new stores; existing stores keep what their
 // config.props says.
 type StoreConfig struct {
-	// Compression of chunks: none, lz4 or zlib.
+	// Compression of chunks: none, lz4, zlib or zstd.
 	Compression string `toml:"compression"`
 	// Checksums adds a CRC32 to every chunk.
 	Checksums bool `toml:"checksums"`
@@ -253,7 +253,7 @@ func Default() Config {
 		LogLevel:      LogInfo,
 		LogFormat:     LogText,
 		Store: StoreConfig{
-			Compression:     CompressionLZ4,
+			Compression:     CompressionZstd,
 			Checksums:       true,
 			MaxStoreSize:    1 << 30,
 			MaxStoreAge:     Duration(24 * time.Hour),
@@ -495,7 +495,7 @@ func (c Config) validate() []*KeyError {
 	oneOf("log_level", c.LogLevel, LogDebug, LogInfo, LogWarn, LogError)
 	oneOf("log_format", c.LogFormat, LogText, LogJSON)
 
-	oneOf("store.compression", c.Store.Compression, CompressionNone, CompressionLZ4, CompressionZlib)
+	oneOf("store.compression", c.Store.Compression, CompressionNone, CompressionLZ4, CompressionZlib, CompressionZstd)
 	const minChunk, maxChunk = 4 << 10, 64 << 20
 	if c.Store.ChunkTargetSize < minChunk || c.Store.ChunkTargetSize > maxChunk {
 		bad("store.chunk_target_size", "%s is not within %s to %s", c.Store.ChunkTargetSize, Size(minChunk), Size(maxChunk))

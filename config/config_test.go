@@ -21,7 +21,7 @@ func TestDefaultIsValid(t *testing.T) {
 	}
 	c := Default()
 	if c.DataDir != "./ztsd-data" || c.Socket != "./ztsd.sock" || c.SocketMode != "0660" || c.Sync != SyncBatch ||
-		c.Store.Compression != CompressionLZ4 || !c.Store.Checksums || c.Store.MaxStoreSize != 1<<30 ||
+		c.Store.Compression != CompressionZstd || !c.Store.Checksums || c.Store.MaxStoreSize != 1<<30 ||
 		c.Store.MaxStoreAge.Std() != 24*time.Hour || c.Store.ChunkTargetSize != 1<<20 ||
 		c.Limits.MaxBodySize != 64<<20 || c.Limits.MaxTracesPerRequest != 100000 || c.Retention != (RetentionConfig{}) {
 		t.Errorf("Default() = %+v", c)
@@ -169,7 +169,7 @@ func TestParseErrors(t *testing.T) {
 		{"duration zero timeout", "[zorka]\nsession_idle_timeout = \"0s\"", "zorka.session_idle_timeout", 2, "not positive"},
 		{"batch delay too long", "batch_max_delay = \"2s\"", "batch_max_delay", 1, "not within 0s to 1s"},
 		// Bad enums.
-		{"compression", "[store]\ncompression = \"zstd\"", "store.compression", 2, `"zstd" is not one of none, lz4, zlib`},
+		{"compression", "[store]\ncompression = \"brotli\"", "store.compression", 2, `"brotli" is not one of none, lz4, zlib, zstd`},
 		{"compression case", "[store]\ncompression = \"LZ4\"", "store.compression", 2, "is not one of"},
 		{"sync", "sync = \"sometimes\"", "sync", 1, `"sometimes" is not one of always, batch, none`},
 		{"log level", "log_level = \"trace\"", "log_level", 1, "is not one of debug, info, warn, error"},
@@ -230,7 +230,7 @@ func TestParseReportsEveryProblem(t *testing.T) {
 	}
 	in = "sync = \"x\"\n[store]\ncompression = \"y\"\n"
 	_, err = Parse(strings.NewReader(in), "x.toml")
-	want = "x.toml:1: sync: \"x\" is not one of always, batch, none\nx.toml:3: store.compression: \"y\" is not one of none, lz4, zlib"
+	want = "x.toml:1: sync: \"x\" is not one of always, batch, none\nx.toml:3: store.compression: \"y\" is not one of none, lz4, zlib, zstd"
 	if err == nil || err.Error() != want {
 		t.Errorf("err =\n%v\nwant\n%s", err, want)
 	}

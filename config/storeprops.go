@@ -20,6 +20,7 @@ const (
 	CompressionNone = "none"
 	CompressionLZ4  = "lz4"
 	CompressionZlib = "zlib"
+	CompressionZstd = "zstd"
 )
 
 // Keys of a store's config.props, in the order ToProps writes them.
@@ -43,7 +44,7 @@ var storePropKeys = [...]string{
 // StoreProps is the typed content of a store directory's config.props:
 //
 //	format.version=1                          data file format version, >= 1
-//	compression=lz4                           none | lz4 | zlib
+//	compression=lz4                           none | lz4 | zlib | zstd
 //	checksums=true                            true | false (CRC32 per chunk)
 //	created=2025-11-21T12:05:00.123456789Z    RFC 3339, UTC
 //	state=open                                open | sealed
@@ -55,7 +56,7 @@ var storePropKeys = [...]string{
 // Every key is required and no other key is allowed.
 type StoreProps struct {
 	FormatVersion  int
-	Compression    string // CompressionNone, CompressionLZ4 or CompressionZlib
+	Compression    string // CompressionNone, CompressionLZ4, CompressionZlib or CompressionZstd
 	Checksums      bool
 	Created        time.Time
 	State          string // StateOpen or StateSealed
@@ -91,7 +92,7 @@ func (sp StoreProps) Validate() error {
 		bad(propFormatVersion, "format version %d is not positive", sp.FormatVersion)
 	}
 	if !isCompression(sp.Compression) {
-		bad(propCompression, "%q is not one of none, lz4, zlib", sp.Compression)
+		bad(propCompression, "%q is not one of none, lz4, zlib, zstd", sp.Compression)
 	}
 	if sp.State != StateOpen && sp.State != StateSealed {
 		bad(propState, "%q is not one of open, sealed", sp.State)
@@ -106,7 +107,7 @@ func (sp StoreProps) Validate() error {
 }
 
 func isCompression(s string) bool {
-	return s == CompressionNone || s == CompressionLZ4 || s == CompressionZlib
+	return s == CompressionNone || s == CompressionLZ4 || s == CompressionZlib || s == CompressionZstd
 }
 
 // StorePropsFrom parses and validates a store's properties. Every problem (a

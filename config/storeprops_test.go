@@ -85,7 +85,7 @@ func TestStorePropsFromErrors(t *testing.T) {
 		{"bad version", func(p *Props) { p.Set("format.version", "one") }, "format.version", 1, "not a decimal integer"},
 		{"zero version", func(p *Props) { p.Set("format.version", "0") }, "format.version", 1, "not positive"},
 		{"version overflow", func(p *Props) { p.Set("format.version", "4294967296") }, "format.version", 1, "32 bits"},
-		{"bad compression", func(p *Props) { p.Set("compression", "zstd") }, "compression", 2, `"zstd" is not one of none, lz4, zlib`},
+		{"bad compression", func(p *Props) { p.Set("compression", "brotli") }, "compression", 2, `"brotli" is not one of none, lz4, zlib, zstd`},
 		{"bad bool", func(p *Props) { p.Set("checksums", "TRUE") }, "checksums", 3, "not true or false"},
 		{"bad time", func(p *Props) { p.Set("created", "yesterday") }, "created", 4, "RFC 3339"},
 		{"bad state", func(p *Props) { p.Set("state", "closed") }, "state", 5, "not one of open, sealed"},

@@ -553,7 +553,7 @@ func uiStores(b *browser) {
 	b.open("/stores")
 	b.waitJS("store rows", `document.querySelector('.store-table tbody tr')`)
 	table := b.text("#stores")
-	for _, want := range []string{"open", "lz4", "CRC32", "ok"} {
+	for _, want := range []string{"open", "zstd", "CRC32", "ok"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the stores table lacks %q:\n%s", want, table)
 		}

@@ -30,7 +30,7 @@ func TestCompressionRoundTrip(t *testing.T) {
 	steps := []struct {
 		comp chunk.Compression
 		crc  bool
-	}{{chunk.Zlib, true}, {chunk.None, false}, {chunk.LZ4, true}}
+	}{{chunk.Zlib, true}, {chunk.Zstd, true}, {chunk.None, false}, {chunk.LZ4, true}}
 	from := src
 	base := t.TempDir()
 	for i, s := range steps {

@@ -237,7 +237,7 @@ func (o *Options) validate() (sources []string, target string, err error) {
 	}
 	if o.Compression != nil {
 		switch *o.Compression {
-		case chunk.None, chunk.LZ4, chunk.Zlib:
+		case chunk.None, chunk.LZ4, chunk.Zlib, chunk.Zstd:
 		default:
 			return nil, "", fmt.Errorf("%w: compression %v", ErrUsage, *o.Compression)
 		}

@@ -60,7 +60,7 @@ func buildCrashFixture(t *testing.T) *crashFixture {
 	t.Helper()
 	dir := t.TempDir()
 	o := testStoreOptions()
-	o.MaxStoreSize = 48 << 10
+	o.MaxStoreSize = 36 << 10 // two stores of 700 spans (zstd chunks)
 	db, err := storedir.Open(context.Background(), dir, o)
 	if err != nil {
 		t.Fatal(err)

@@ -130,9 +130,11 @@ func encodeHeader(opt chunk.Options, master uint32) []byte {
 var allOptions = []chunk.Options{
 	{Compression: chunk.LZ4, Checksums: true},
 	{Compression: chunk.Zlib, Checksums: true},
+	{Compression: chunk.Zstd, Checksums: true},
 	{Compression: chunk.None, Checksums: true},
 	{Compression: chunk.LZ4},
 	{Compression: chunk.Zlib},
+	{Compression: chunk.Zstd},
 	{Compression: chunk.None},
 }
 

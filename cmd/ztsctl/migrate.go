@@ -32,7 +32,7 @@ func newMigrateCmd(a *app) *cobra.Command {
 	var batchBytes int
 	var maxStoreSize int64
 	cmd := &cobra.Command{
-		Use:   "migrate (--from DATA_DIR | --from-bucket NODE [--config ztsd.toml])... (--to DATA_DIR | --in-place) [--compression none|lz4|zlib] [--checksums on|off] [--since T] [--until T] [--drop-attr k=v]... [--json]",
+		Use:   "migrate (--from DATA_DIR | --from-bucket NODE [--config ztsd.toml])... (--to DATA_DIR | --in-place) [--compression none|lz4|zlib|zstd] [--checksums on|off] [--since T] [--until T] [--drop-attr k=v]... [--json]",
 		Short: "Rewrite stopped data directories: change compression or checksums, upgrade old stores, merge, copy a time range, drop traces",
 		Long: `migrate works offline: it refuses to run while a daemon holds a --from directory.
 It reads every store of the --from data directories (in order; their data files,
@@ -94,7 +94,7 @@ Exit status: 0 done (or already done), 1 a --from directory does not exist,
 			if compression != "" {
 				c, err := chunk.ParseCompression(compression)
 				if err != nil {
-					return usageErr("--compression %q: want none, lz4 or zlib", compression)
+					return usageErr("--compression %q: want none, lz4, zlib or zstd", compression)
 				}
 				opt.Compression = &c
 			}
@@ -176,7 +176,7 @@ Exit status: 0 done (or already done), 1 a --from directory does not exist,
 	f.StringArrayVar(&from, "from", nil, "a data directory to read (repeat to merge several)")
 	f.StringVar(&to, "to", "", "the data directory to write (new or empty)")
 	f.BoolVar(&inPlace, "in-place", false, "rewrite the first --from directory in place")
-	f.StringVar(&compression, "compression", "", "none, lz4 or zlib (default: as the first source store)")
+	f.StringVar(&compression, "compression", "", "none, lz4, zlib or zstd (default: as the first source store)")
 	f.StringVar(&checksums, "checksums", "", "on or off: CRC32 per chunk (default: as the first source store)")
 	f.StringVar(&since, "since", "", "copy traces whose earliest span starts at or after T")
 	f.StringVar(&until, "until", "", "copy traces whose earliest span starts before T")

@@ -169,7 +169,7 @@ func TestMigrateCLIErrors(t *testing.T) {
 		{[]string{"migrate", "--to", to}, 2, "needs --from"},
 		{[]string{"migrate", "--from", src}, 2, "exactly one of"},
 		{[]string{"migrate", "--from", src, "--to", to, "--in-place"}, 2, "exactly one of"},
-		{[]string{"migrate", "--from", src, "--to", to, "--compression", "zstd"}, 2, "--compression"},
+		{[]string{"migrate", "--from", src, "--to", to, "--compression", "brotli"}, 2, "--compression"},
 		{[]string{"migrate", "--from", src, "--to", to, "--checksums", "maybe"}, 2, "--checksums"},
 		{[]string{"migrate", "--from", src, "--to", to, "--drop-attr", "novalue"}, 2, "--drop-attr"},
 		{[]string{"migrate", "--from", src, "--to", to, "--since", "yesterday"}, 2, "--since"},

@@ -1,0 +1,118 @@
+package chunk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// zstdChunk builds a data file holding one zstd chunk whose stored bytes are
+// stored and whose lsize is lsize, with a correct CRC-32, so only the zstd
+// checks can reject it.
+func zstdChunk(stored []byte, lsize int) []byte {
+	data := appendHeader(nil, Header{Options: Options{Zstd, true}})
+	data = binary.BigEndian.AppendUint32(data, ChunkMagic)
+	data = binary.BigEndian.AppendUint32(data, uint32(len(stored)))
+	data = binary.BigEndian.AppendUint32(data, uint32(lsize))
+	data = binary.BigEndian.AppendUint32(data, crc32.ChecksumIEEE(stored))
+	return append(data, stored...)
+}
+
+// TestZstdFrameRules crafts zstd chunks that break one rule of the format
+// each (docs/format/data-file.md, "Decoding"): every one is a Decompress
+// corruption at the chunk's offset, from ReadChunkAt and from the Scanner.
+func TestZstdFrameRules(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 19))
+	payload := cborTrace(rng, 20000)
+	second := cborTrace(rng, 3000)
+	enc := func(p []byte, opts ...zstd.EOption) []byte {
+		e, err := zstd.NewWriter(nil, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		return e.EncodeAll(p, nil)
+	}
+	good := enc(payload, zstd.WithEncoderCRC(true), zstd.WithSingleSegment(true))
+	// The same blocks behind a frame header without a content size.
+	var gh zstd.Header
+	if err := gh.Decode(good); err != nil {
+		t.Fatal(err)
+	}
+	noSize, err := (&zstd.Header{WindowSize: 1 << 20, HasCheckSum: true}).AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSize = append(noSize, good[gh.HeaderSize:]...)
+	skippable := binary.LittleEndian.AppendUint32(nil, 0x184D2A50)
+	skippable = binary.LittleEndian.AppendUint32(skippable, uint32(len(payload)))
+	skippable = append(skippable, payload...)
+	badSum := bytes.Clone(good)
+	badSum[len(badSum)-1] ^= 0x01
+	badBlock := bytes.Clone(good)
+	badBlock[len(badBlock)/2] ^= 0x55
+
+	for _, tc := range []struct {
+		name   string
+		stored []byte
+		lsize  int
+		detail string
+	}{
+		{"trailing byte", append(bytes.Clone(good), 0), len(payload), "after the end of the zstd frame"},
+		{"second frame", append(bytes.Clone(good), enc(second, zstd.WithEncoderCRC(true))...), len(payload) + len(second), "content size"},
+		{"no checksum", enc(payload, zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true)), len(payload), "without a content checksum"},
+		{"no content size", noSize, len(payload), "without a content size"},
+		{"skippable frame", skippable[:min(len(skippable), len(payload)-1)], len(payload), "skippable"},
+		{"content size differs", good, len(payload) - 1, "content size"},
+		{"frame cut short", good[:len(good)-5], len(payload), "left"},
+		{"checksum flipped", badSum, len(payload), "zstd:"},
+		{"block damaged", badBlock, len(payload), "zstd"},
+		{"not zstd", bytes.Repeat([]byte{0x42}, 100), 1000, "zstd frame header"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := zstdChunk(tc.stored, tc.lsize)
+			_, _, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), Options{Zstd, true}, HeaderSize)
+			ce := asCorruption(t, err)
+			if ce.Reason != Decompress || ce.Offset != HeaderSize || !strings.Contains(err.Error(), tc.detail) {
+				t.Fatalf("ReadChunkAt: %v; want %v at offset %d mentioning %q", err, Decompress, HeaderSize, tc.detail)
+			}
+			r := scanBytes(data, Options{Zstd, true}, nil)
+			if len(r.offs) != 0 || len(r.bad) != 1 || r.bad[0].Offset != HeaderSize || r.bad[0].Reason != Decompress {
+				t.Fatalf("scan: chunks %v, bad %v", r.offs, r.bad)
+			}
+		})
+	}
+	// The untouched frame reads back.
+	data := zstdChunk(good, len(payload))
+	if got, _, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), Options{Zstd, true}, HeaderSize); err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("good frame: %v, equal %v", err, bytes.Equal(got, payload))
+	}
+}
+
+// TestZstdWrittenFrame checks what the writer stores: one frame with its
+// content size and checksum, and nothing else, and smaller than LZ4 on a
+// trace payload.
+func TestZstdWrittenFrame(t *testing.T) {
+	p := samplePayloads(t)["zorka-tdb-sampled-tomcat-trc.cbor"]
+	c, err := Encode(p, Options{Zstd, true}, nil)
+	if err != nil || c.StoredRaw() {
+		t.Fatalf("Encode: %v, raw %v", err, c.StoredRaw())
+	}
+	stored := c.Bytes()[ChunkHeaderSize:]
+	var h zstd.Header
+	if err := h.Decode(stored); err != nil || !h.HasFCS || h.FrameContentSize != uint64(len(p)) || !h.HasCheckSum || h.DictionaryID != 0 {
+		t.Fatalf("frame header %+v, %v", h, err)
+	}
+	if end, err := zstdFrameEnd(stored, h.HeaderSize); err != nil || end != len(stored) {
+		t.Fatalf("frame ends at %d (%v), stored %d", end, err, len(stored))
+	}
+	l, _ := Encode(p, Options{LZ4, true}, nil)
+	if c.Len() >= l.Len() {
+		t.Fatalf("zstd %d bytes, lz4 %d", c.Len(), l.Len())
+	}
+}
