@@ -24,10 +24,12 @@ type encodedChunk struct {
 // (groupable) requests of a group into shared chunks.
 type commitReq struct {
 	chunks []encodedChunk
-	// spans are the request's spans when groupable (chunks then holds
-	// one chunk), and size the bytes its payload took when encoded alone
-	// (an upper bound of what it adds to a shared chunk).
+	// spans are the request's spans when groupable (chunks is then
+	// empty), payload their chunk payload, not yet compressed (the
+	// committer compresses it only if the request is written alone), and
+	// size its length (an upper bound of what it adds to a shared chunk).
 	spans     []*trace.Span
+	payload   []byte
 	size      int
 	groupable bool
 	done      chan error
@@ -135,18 +137,19 @@ func (db *DB) groupableSize() int { return db.opt.ChunkTargetSize / 16 }
 // prepare encodes and compresses a request's chunks in the caller's
 // goroutine (so that encoding uses every core, and so that an invalid
 // request fails before it is grouped with others). A request that fits in
-// one small chunk is marked groupable: when its group holds other small
-// requests, the committer encodes all of their spans into shared chunks
-// instead (one string table, one compression, one index location for
-// many requests); alone, it is written as encoded here.
+// one small chunk is marked groupable and only encoded here: when its
+// group holds other small requests, the committer encodes all of their
+// spans into shared chunks instead (one string table, one compression,
+// one index location for many requests); alone, the committer compresses
+// the payload encoded here. Either way it is compressed once.
 func (db *DB) prepare(spans []*trace.Span) (*commitReq, error) {
-	chunks, size, err := db.encodeSized(spans)
+	chunks, small, err := db.encodeSized(spans, db.groupableSize())
 	if err != nil {
 		return nil, err
 	}
 	req := &commitReq{chunks: chunks, done: make(chan error, 1)}
-	if len(chunks) == 1 && size <= db.groupableSize() {
-		req.spans, req.size, req.groupable = spans, size, true
+	if small != nil {
+		req.spans, req.payload, req.size, req.groupable = spans, small, len(small), true
 	}
 	return req, nil
 }
@@ -154,13 +157,24 @@ func (db *DB) prepare(spans []*trace.Span) (*commitReq, error) {
 // encode splits spans into chunks of about ChunkTargetSize payload bytes
 // and compresses them, in the caller's goroutine.
 func (db *DB) encode(spans []*trace.Span) ([]encodedChunk, error) {
-	chunks, _, err := db.encodeSized(spans)
+	chunks, _, err := db.encodeSized(spans, -1)
 	return chunks, err
 }
 
-// encodeSized is encode that also returns the size of the last chunk's
-// payload (of the only one for a request that fits in one chunk).
-func (db *DB) encodeSized(spans []*trace.Span) ([]encodedChunk, int, error) {
+// aloneChunk compresses a groupable request's payload into its own chunk,
+// for a request the committer writes alone.
+func (db *DB) aloneChunk(r *commitReq) (encodedChunk, error) {
+	enc, err := chunk.Encode(r.payload, db.opt.Chunk, nil)
+	if err != nil {
+		return encodedChunk{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return encodedChunk{enc: enc, spans: r.spans}, nil
+}
+
+// encodeSized is encode, except that when all spans encode into one
+// payload of at most smallMax bytes it returns a copy of that payload,
+// uncompressed, and no chunks.
+func (db *DB) encodeSized(spans []*trace.Span, smallMax int) ([]encodedChunk, []byte, error) {
 	pe := payloadEncoders.Get().(*payloadEncoder)
 	payload := pe.payload[:0]
 	defer func() {
@@ -170,33 +184,35 @@ func (db *DB) encodeSized(spans []*trace.Span) ([]encodedChunk, int, error) {
 		}
 	}()
 	var out []encodedChunk
-	start, size := 0, 0
+	start := 0
 	for start < len(spans) {
 		end := len(spans)
 		var err error
 		for {
 			payload, err = pe.enc.Encode(payload[:0], spans[start:end])
 			if err != nil {
-				return nil, 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+				return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
 			if len(payload) <= db.opt.ChunkTargetSize || end-start == 1 {
 				break
 			}
 			end = start + (end-start+1)/2
 		}
+		if start == 0 && end == len(spans) && len(payload) <= smallMax {
+			return nil, append([]byte(nil), payload...), nil
+		}
 		if len(payload) > chunk.MaxChunkSize {
-			return nil, 0, fmt.Errorf("%w: span %s/%s encodes to %d bytes, more than the %d a chunk holds",
+			return nil, nil, fmt.Errorf("%w: span %s/%s encodes to %d bytes, more than the %d a chunk holds",
 				ErrInvalid, spans[start].TraceID, spans[start].SpanID, len(payload), chunk.MaxChunkSize)
 		}
 		enc, err := chunk.Encode(payload, db.opt.Chunk, nil)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		out = append(out, encodedChunk{enc: enc, spans: spans[start:end]})
-		size = len(payload)
 		start = end
 	}
-	return out, size, nil
+	return out, nil, nil
 }
 
 func randomSpanID() trace.SpanID {
@@ -295,8 +311,10 @@ type unit struct {
 // requests is encoded into shared chunks of up to ChunkTargetSize payload
 // bytes (split like a single large request). A run of one request, or one
 // that does not encode as one (a per-chunk limit such as the number of
-// distinct strings), is written as its requests' own chunks.
-func (db *DB) groupUnits(reqs []*commitReq) []unit {
+// distinct strings), is written as its requests' own chunks, compressed
+// here. A request whose chunk cannot be built gets its error in errs
+// and no unit.
+func (db *DB) groupUnits(reqs []*commitReq, errs []error) []unit {
 	var units []unit
 	var run []*trace.Span
 	runFirst, runSize := 0, 0
@@ -306,14 +324,17 @@ func (db *DB) groupUnits(reqs []*commitReq) []unit {
 		}
 		own := func() {
 			for i := runFirst; i < end; i++ {
-				for _, c := range reqs[i].chunks {
-					units = append(units, unit{c: c, first: i, last: i})
+				c, err := db.aloneChunk(reqs[i])
+				if err != nil {
+					errs[i] = err
+					continue
 				}
+				units = append(units, unit{c: c, first: i, last: i})
 			}
 			run, runSize = nil, 0
 		}
 		if end-runFirst == 1 {
-			own() // alone: its chunk is ready
+			own() // alone: compressed as encoded by prepare
 			return
 		}
 		chunks, err := db.encode(run)
@@ -369,7 +390,7 @@ func (db *DB) groupUnits(reqs []*commitReq) []unit {
 // commitRequests writes, syncs, indexes and acknowledges reqs as a group.
 func (db *DB) commitRequests(reqs []*commitReq) {
 	errs := make([]error, len(reqs))
-	units := db.groupUnits(reqs)
+	units := db.groupUnits(reqs, errs)
 	var need int64
 	for _, u := range units {
 		need += int64(u.c.enc.Len())

@@ -119,7 +119,7 @@ type Observer interface {
 // DefaultOptions are the embedded defaults.
 func DefaultOptions() Options {
 	return Options{
-		Chunk:           chunk.Options{Compression: chunk.LZ4, Checksums: true},
+		Chunk:           chunk.Options{Compression: chunk.Zstd, Checksums: true},
 		Sync:            SyncBatch,
 		MaxStoreSize:    1 << 30,
 		MaxStoreAge:     24 * time.Hour,
@@ -407,6 +407,12 @@ func (db *DB) needsRotation(s *Store) bool {
 	failed := s.syncFailed
 	s.mu.Unlock()
 	if failed || s.data.Size() >= db.opt.MaxStoreSize {
+		return true
+	}
+	// A store keeps the chunk options it was created with; chunks are
+	// encoded for the configured ones, so a changed setting (say
+	// compression) starts a new store at the first write.
+	if s.data.Options() != db.opt.Chunk {
 		return true
 	}
 	if db.opt.MaxStoreAge > 0 {

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/internal/faultfs"
 	"github.com/ztsd/ztsd/internal/workload"
 	"github.com/ztsd/ztsd/recovery"
@@ -206,7 +207,9 @@ func TestReadFaultsSurfaced(t *testing.T) {
 func TestDiskFullInjected(t *testing.T) {
 	dir := t.TempDir()
 	fsys := faultfs.New(nil)
-	db := openDB(t, dir, faultOptions(fsys))
+	o := faultOptions(fsys)
+	o.Chunk.Compression = chunk.LZ4 // the space limit is sized for LZ4 chunks
+	db := openDB(t, dir, o)
 	l := newLedger()
 	spans := workload.Spans(4, 6000)
 	fsys.LimitSpace(300 << 10) // more than one store: rotation under pressure too

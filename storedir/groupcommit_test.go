@@ -152,7 +152,7 @@ func TestGroupCommitSplitsSharedChunks(t *testing.T) {
 		t.Fatalf("only %d of %d small requests are groupable", groupable, len(reqs))
 	}
 	// Each unit's spans are, in order, the spans of requests first..last.
-	units := db.groupUnits(reqs)
+	units := db.groupUnits(reqs, make([]error, len(reqs)))
 	var got []*trace.Span
 	for _, u := range units {
 		if u.first > u.last {
