@@ -392,14 +392,21 @@ type wireSpan struct {
 	statusCode                                  int32
 	statusMessage                               wireBytes
 	hasStatus                                   bool
-	attrs, events, links                        int
+	events, links                               int
+	// own holds the span's attributes, read with the rest in one pass
+	// (mapping them has no effect but on own); ownErr is the first that
+	// cannot be stored, which span reports where mapper.span would.
+	own    trace.Attrs
+	ownErr error
 }
 
+// readSpan reads a Span message; its attributes go to d.own's array.
 func (d *wireDecoder) readSpan(b wireBytes) wireSpan {
 	var (
 		ps wireSpan
 		f  wireValue
 	)
+	ps.own = d.own[:0]
 	for it := d.msg(b); it.next(&f); {
 		switch f.typ {
 		case protowire.BytesType:
@@ -415,7 +422,9 @@ func (d *wireDecoder) readSpan(b wireBytes) wireSpan {
 			case 5:
 				ps.name = f.b
 			case 9:
-				ps.attrs++
+				if ps.ownErr == nil {
+					ps.own, ps.ownErr = d.appendKeyValue(ps.own, f.b, 1)
+				}
 			case 11:
 				ps.events++
 			case 13:
@@ -495,17 +504,10 @@ func (d *wireDecoder) span(b wireBytes, shared trace.Attrs) (*trace.Span, error)
 	s.Type = spanKindName(tracepb.Span_SpanKind(ps.kind))
 	s.Error = tracepb.Status_StatusCode(ps.statusCode) == tracepb.Status_STATUS_CODE_ERROR
 
-	own := d.own[:0]
-	if ps.attrs > 0 {
-		var f wireValue
-		for it := d.msg(b); it.next(&f); {
-			if f.isBytes(9) {
-				if own, err = d.appendKeyValue(own, f.b, 1); err != nil {
-					return nil, err
-				}
-			}
-		}
+	if ps.ownErr != nil {
+		return nil, ps.ownErr
 	}
+	own := ps.own
 	d.own = own
 	reserved := d.reserved[:0]
 	defer func() { d.reserved = reserved }()
