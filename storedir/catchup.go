@@ -32,8 +32,8 @@ func (o storeOptions) syncCatchUpLimit() int64 {
 // reads cover the data file up to the watermark and name the store in
 // their warnings ("catching up", with the bytes left), and /healthz lists
 // it. The store takes no writes: it is not the current store, so the first
-// write creates a new store, whose spans are indexed before they are
-// acknowledged as always (read-your-writes). The catch-up is the catchUp
+// write creates a new store, whose acknowledged spans every read waits
+// for the indexer to index, as always (read-your-writes). The catch-up is the catchUp
 // of a synchronous open — the same chunk order, text ids, checkpoints
 // every replayCheckpointBytes and torn-tail cut — so a crash during it
 // costs at most one checkpoint of re-indexing at the next start, and every

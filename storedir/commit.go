@@ -34,14 +34,9 @@ type commitReq struct {
 	groupable bool
 	done      chan error
 	// pending are the slots of the request's spans, registered in
-	// db.pending by checkVersions; released once indexed (or failed).
+	// db.pending by checkVersions; released by the indexer once the
+	// group's chunks are indexed (at once when nothing was written).
 	pending []versionKey
-}
-
-// finish releases the request's pending slots and answers it.
-func (db *DB) finish(r *commitReq, err error) {
-	db.pending.remove(r.pending)
-	r.done <- err
 }
 
 // Append stores spans durably (under the sync policy) and indexes them.
@@ -227,9 +222,11 @@ func randomSpanID() trace.SpanID {
 
 // committer is the single writer: it takes every request that is waiting,
 // appends their chunks, syncs once (batch) or per request (always),
-// indexes, and acknowledges.
+// queues them for the indexer and acknowledges. When it stops it closes
+// the indexer's queue: the indexer indexes what is queued and returns.
 func (db *DB) committer() {
 	defer close(db.done)
+	defer close(db.idx.queue)
 	var batch []*commitReq
 	for {
 		batch = batch[:0]
@@ -282,7 +279,11 @@ func (db *DB) gather(batch []*commitReq) []*commitReq {
 	return batch
 }
 
+// commitGroup commits a group holding commitMu: an outside Rotate waits
+// until the committer is between groups.
 func (db *DB) commitGroup(batch []*commitReq) {
+	db.commitMu.Lock()
+	defer db.commitMu.Unlock()
 	if db.opt.Sync == SyncAlways {
 		for _, r := range batch {
 			db.commitRequests([]*commitReq{r})
@@ -387,7 +388,25 @@ func (db *DB) groupUnits(reqs []*commitReq, errs []error) []unit {
 	return units
 }
 
-// commitRequests writes, syncs, indexes and acknowledges reqs as a group.
+// groupPart is what the committer wrote of a group since its last
+// hand-off to the indexer: the chunks in data-file order and the stores
+// they went to.
+type groupPart struct {
+	ws     []written
+	stores []*Store
+}
+
+// syncResult sums the fsyncs of one group's hand-offs.
+type syncResult struct {
+	syncs int
+	dur   time.Duration
+	err   error
+}
+
+// commitRequests writes, syncs and acknowledges reqs as a group, and
+// queues the group's chunks for the indexer (indexer.go). The acked mark
+// moves to the group's last job before any request is answered, so a read
+// started after an acknowledgement waits for that job to be indexed.
 func (db *DB) commitRequests(reqs []*commitReq) {
 	errs := make([]error, len(reqs))
 	units := db.groupUnits(reqs, errs)
@@ -397,26 +416,29 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 	}
 	if err := db.checkSpace(need); err != nil {
 		for _, r := range reqs {
-			db.finish(r, err)
+			db.pending.remove(r.pending) // nothing written, nothing to index
+			r.done <- err
 		}
 		return
 	}
-	var ws []written
+	var part groupPart
+	var res syncResult
 	bytes, nchunks := 0, 0
-	var stores []*Store
 	for _, u := range units {
 		if errs[u.first] != nil && u.first == u.last {
 			continue // the rest of a request whose earlier chunk failed
 		}
-		s, err := db.writable()
+		// Before a rotation seals the store, what the group wrote to it
+		// is made durable and handed to the indexer (rotate waits for it).
+		s, err := db.writable(func() { db.handOff(&part, &res, nil) })
 		if err == nil {
 			var off int64
 			off, err = s.data.AppendEncoded(u.c.enc)
 			if err == nil {
-				if len(stores) == 0 || stores[len(stores)-1] != s {
-					stores = append(stores, s)
+				if len(part.stores) == 0 || part.stores[len(part.stores)-1] != s {
+					part.stores = append(part.stores, s)
 				}
-				ws = append(ws, written{store: s, off: off, next: s.data.Size(), spans: u.c.spans})
+				part.ws = append(part.ws, written{store: s, off: off, next: s.data.Size(), spans: u.c.spans})
 				bytes += int(u.c.enc.Len())
 				nchunks++
 				continue
@@ -429,19 +451,46 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 			}
 		}
 	}
-	// fsync before indexing: the index databases run without a WAL and
-	// Pebble may flush a memtable at any moment, so an index entry can
-	// become durable as soon as it is committed. Indexing only after the
-	// fsync keeps "a durable index entry names durable data" (catchUp
-	// re-scans only past the watermarks).
-	var res struct {
-		syncs int
-		dur   time.Duration
-		err   error
+	last := db.handOff(&part, &res, reqs)
+	// Acknowledge: the chunks are durable (under the sync policy) and
+	// queued for indexing; reads that start from here on wait for them.
+	db.idx.acked.Store(last)
+	for i, r := range reqs {
+		if errs[i] == nil {
+			errs[i] = res.err
+		}
+		r.done <- errs[i]
 	}
-	if db.opt.Sync != SyncNone && len(stores) > 0 {
+	db.mu.RLock()
+	obs := db.opt.Observer
+	db.mu.RUnlock()
+	if obs != nil {
+		obs.Committed(len(reqs), nchunks, bytes, res.syncs, res.dur)
+	}
+}
+
+// handOff makes the chunks of part durable (one fsync per store written,
+// unless sync=none) and queues them for the indexer as one job, with
+// release (the group's requests, on its last hand-off) to have their
+// pending slots released once indexed; it returns the job's number. The
+// queue is bounded: when the indexer is that far behind, the committer
+// waits here (backpressure).
+//
+// fsync before indexing: the index databases run without a WAL and Pebble
+// may flush a memtable at any moment, so an index entry can become durable
+// as soon as it is committed. Indexing only what an fsync made durable
+// keeps "a durable index entry names durable data" (catchUp re-scans only
+// past the watermarks). The chunks of a store whose fsync failed are not
+// indexed: their bytes may not be on disk, the store takes no more writes,
+// and the next open fsyncs and re-indexes what its data file holds.
+func (db *DB) handOff(part *groupPart, res *syncResult, release []*commitReq) uint64 {
+	if len(part.ws) == 0 && len(release) == 0 {
+		return db.idx.queued.Load() // nothing written since the last hand-off
+	}
+	var failed map[*Store]bool
+	if db.opt.Sync != SyncNone && len(part.stores) > 0 {
 		t0 := time.Now()
-		for _, s := range stores {
+		for _, s := range part.stores {
 			if err := s.data.Sync(); err != nil {
 				// The bytes may or may not be durable: fail every request
 				// of the group, and stop writing to this data file (after
@@ -451,39 +500,34 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 				s.syncFailed = true
 				s.mu.Unlock()
 				res.err = errors.Join(res.err, fmt.Errorf("store %s: fsync: %w", StoreName(s.id), err))
+				if failed == nil {
+					failed = map[*Store]bool{}
+				}
+				failed[s] = true
 			}
 			res.syncs++
 		}
-		res.dur = time.Since(t0)
+		res.dur += time.Since(t0)
 	}
-	// Index the group's chunks with one batch per store and index (they
-	// are consecutive in each data file; a rotation mid-group starts a new
-	// run).
-	var run []ChunkSpans
-	for i, w := range ws {
-		run = append(run, ChunkSpans{Off: w.off, Next: w.next, Spans: w.spans})
-		if i+1 < len(ws) && ws[i+1].store == w.store && ws[i+1].off == w.next {
+	// One run per store and stretch of consecutive chunks: one batch per
+	// index (a rotation mid-group starts a new run).
+	job := &indexJob{release: release}
+	for i, w := range part.ws {
+		if failed[w.store] {
 			continue
 		}
-		if err := w.store.indexChunks(run); err != nil {
-			// The data is durable; the index catches up from its
-			// watermark on the next open. Reads may miss it until then.
-			db.log.Error("indexing written chunks failed", "store", StoreName(w.store.id), "offset", run[0].Off, "chunks", len(run), "err", err)
+		n := len(job.runs)
+		if n == 0 || job.runs[n-1].store != w.store || part.ws[i-1].next != w.off {
+			job.runs = append(job.runs, indexRun{store: w.store})
+			n++
 		}
-		run = run[:0]
+		job.runs[n-1].chunks = append(job.runs[n-1].chunks, ChunkSpans{Off: w.off, Next: w.next, Spans: w.spans})
 	}
-	for i, r := range reqs {
-		if errs[i] == nil {
-			errs[i] = res.err
-		}
-		db.finish(r, errs[i])
-	}
-	db.mu.RLock()
-	obs := db.opt.Observer
-	db.mu.RUnlock()
-	if obs != nil {
-		obs.Committed(len(reqs), nchunks, bytes, res.syncs, res.dur)
-	}
+	part.ws, part.stores = part.ws[:0], part.stores[:0]
+	job.seq = db.idx.queued.Load() + 1
+	db.idx.queue <- job
+	db.idx.queued.Store(job.seq)
+	return job.seq
 }
 
 // SetObserver replaces the write-path observer (metrics). Call it before

@@ -109,6 +109,9 @@ type Options struct {
 	// syncCatchUp, catchUpBatch: see storeOptions (tests only).
 	syncCatchUp  int64
 	catchUpBatch int
+	// beforeIndexJob, if set, is called by the indexer before each job
+	// (tests only: they hold the indexer back).
+	beforeIndexJob func()
 }
 
 // Observer is told about each group commit (for metrics).
@@ -169,9 +172,15 @@ type DB struct {
 	current *Store
 	closed  bool
 
-	commits  chan *commitReq
-	stop     chan struct{}
-	done     chan struct{}
+	commits chan *commitReq
+	stop    chan struct{}
+	done    chan struct{} // closed when the committer has returned
+	// commitMu is held by the committer while it commits a group, and by
+	// an outside Rotate.
+	commitMu sync.Mutex
+	// idx carries durable, acknowledged chunks from the committer to the
+	// indexer goroutine, and the marks reads wait on (indexer.go).
+	idx      *indexPipeline
 	cache    *chunkCache
 	pending  *pendingSet // slots of spans between their duplicate check and their indexing
 	retMu    sync.Mutex  // serialises rotation and retention
@@ -204,7 +213,8 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	}
 	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
 		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		cache: newChunkCache(256), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet()}
+		cache: newChunkCache(256), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet(),
+		idx: newIndexPipeline()}
 	if db.readOnly = db.readOnlyAtStart(); db.readOnly != "" {
 		db.log.Error("disk full: opening the data directory read-only; reads serve what the indexes hold, writes are refused", "reason", db.readOnly)
 	}
@@ -228,6 +238,7 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 		}
 	}
 	go db.committer()
+	go db.indexer()
 	return db, nil
 }
 
@@ -354,8 +365,10 @@ func (db *DB) openStores(ctx context.Context) error {
 func (db *DB) Dir() string { return db.dir }
 
 // Stores describes every store, oldest first, including those not served
-// (Degraded).
+// (Degraded). Its counters include every write acknowledged before the
+// call (it waits up to storesIndexWait for the indexer).
 func (db *DB) Stores() []Info {
+	db.waitIndexedBounded(storesIndexWait)
 	db.mu.RLock()
 	stores := append([]*Store(nil), db.stores...)
 	db.mu.RUnlock()
@@ -374,6 +387,10 @@ func (db *DB) Stores() []Info {
 	return out
 }
 
+// storesIndexWait bounds how long Stores waits for acknowledged writes to
+// be indexed (a metrics scrape must not hang on a stalled indexer).
+const storesIndexWait = 2 * time.Second
+
 // SetRetention replaces the retention limits (SIGHUP) and applies them.
 func (db *DB) SetRetention(r Retention) error {
 	db.mu.Lock()
@@ -383,8 +400,11 @@ func (db *DB) SetRetention(r Retention) error {
 }
 
 // writable returns the store taking writes, creating or rotating it when
-// needed. Called only by the committer.
-func (db *DB) writable() (*Store, error) {
+// needed. Called only by the committer (commitMu held); beforeRotate
+// hands the group's chunks written so far to the indexer, so that the
+// rotation, which waits for the indexer to drain, seals a fully indexed
+// store.
+func (db *DB) writable(beforeRotate func()) (*Store, error) {
 	db.mu.RLock()
 	cur, closed := db.current, db.closed
 	db.mu.RUnlock()
@@ -394,7 +414,8 @@ func (db *DB) writable() (*Store, error) {
 	if cur != nil && !db.needsRotation(cur) {
 		return cur, nil
 	}
-	if err := db.Rotate(); err != nil {
+	beforeRotate()
+	if err := db.rotate(); err != nil {
 		return nil, err
 	}
 	db.mu.RLock()
@@ -427,8 +448,19 @@ func (db *DB) needsRotation(s *Store) bool {
 }
 
 // Rotate seals the current store (if any) and starts a new one, then
-// applies retention. The committer calls it; tests and tools may too.
+// applies retention. The committer rotates by itself; tests and tools may
+// call Rotate too: it waits until the committer is between groups.
 func (db *DB) Rotate() error {
+	db.commitMu.Lock()
+	defer db.commitMu.Unlock()
+	return db.rotate()
+}
+
+// rotate is Rotate with commitMu held. Before sealing the old store it
+// waits for the indexer to index every job queued (the committer hands
+// off a group's chunks before it rotates), so the sealed store's indexes,
+// counters and master checksum cover the same data file.
+func (db *DB) rotate() error {
 	if db.opt.QueryOnly {
 		return ErrQueryOnly
 	}
@@ -457,6 +489,7 @@ func (db *DB) Rotate() error {
 	db.storeSeq = id + 1
 	db.mu.Unlock()
 	if cur != nil {
+		db.waitDrained()
 		if err := cur.seal(); err != nil {
 			// The new store takes writes already; the old one stays open
 			// on disk and is sealed by the next Open.
@@ -558,7 +591,8 @@ func (db *DB) deleteStore(s *Store) error {
 }
 
 // Close stops taking writes, waits for the committer to finish what it
-// holds, flushes and closes every store and releases the lock.
+// holds and for the indexer to index what the committer queued, flushes
+// and closes every store and releases the lock.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {
@@ -569,6 +603,7 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	close(db.stop)
 	<-db.done
+	<-db.idx.done
 	db.bg.stop()
 	err := errors.Join(db.closeStores(), db.closeRemote())
 	unlockDir(db.lock)

@@ -17,19 +17,48 @@
 // request alone, a large request, or a run that does not encode together
 // keeps the chunks its caller encoded). Each chunk still carries its own
 // string table, so a chunk decodes on its own whichever requests filled it.
-// The committer writes the group's chunks, then makes them durable with one
-// fsync for the whole group (sync=batch), one per request (sync=always) or
-// none (sync=none), then indexes them — all of a group's chunks in one
-// batch per index (IndexChunks), the text and metadata commits running in
-// parallel — and only then acknowledges each request. Indexing after the
-// fsync keeps every index entry that Pebble may flush (at any moment: the
-// indexes have no WAL) pointing at durable data. A request
+// The committer writes the group's chunks, then makes them durable with
+// one fsync for the whole group (sync=batch), one per request
+// (sync=always) or none (sync=none), hands them to the indexer goroutine
+// and acknowledges each request at once; it does not wait for indexing, so
+// the fsync of the next group overlaps the indexing of this one. A request
 // fails if any chunk holding its spans could not be written, or if the
 // group's fsync failed; a chunk shared with a failed request is still
 // written for the others (at-least-once: spans of a failed request may be
-// in the data file). Indexing before the acknowledgement gives
-// read-your-writes; it never costs durability because the indexes run
-// without a WAL (and are never fsynced) and are rebuilt from the data file.
+// in the data file).
+//
+// The indexer (indexer.go) indexes the handed-off chunks in the order they
+// were written — all of a hand-off's chunks of one store in one batch per
+// index (IndexChunks), the text and metadata commits running in parallel —
+// then releases the requests' pending slots (see Versions). The data file
+// is its log: indexes have no WAL, and whatever they lack past their
+// watermarks is re-indexed from the data file at the next open. Three
+// numbered marks connect the two goroutines: queued (the last hand-off),
+// acked (the last hand-off of the last acknowledged group, set before any
+// of its requests is answered) and indexed. Read-your-writes: every read
+// of the indexes — GetTrace, GetSpan, Search, TraceHead, the attribute
+// listings, Stores' counters, and Append's duplicate check when a slot of
+// its request is still pending — first waits (waitIndexed, until its
+// context ends) for indexed to reach the acked mark it saw when it
+// started, so a span acknowledged before the read is found by it; the
+// wait is usually none or a fraction of a millisecond. Indexing only what
+// an fsync made durable keeps every index entry that Pebble may flush (at
+// any moment) pointing at durable data; the chunks of a store whose fsync
+// failed are not indexed at all (the store takes no more writes; the next
+// open fsyncs and re-indexes it). An indexing error is logged: the data
+// is durable and the next open re-indexes it from the watermarks; reads
+// may miss it until then. The indexer's queue holds at most
+// indexQueueJobs hand-offs: when it is full the committer waits
+// (backpressure), so memory stays bounded and the indexing lag short.
+// Before a rotation seals a store, the committer hands off what the group
+// wrote to it so far and waits until the indexer has drained, so a sealed
+// store's indexes, counters and master checksum cover its whole data
+// file; an outside Rotate waits for the committer to be between groups.
+// Close stops the committer, which closes the indexer's queue; the
+// indexer indexes what is queued before the stores are flushed and
+// closed. Under sync=none nothing is fsynced and the indexes may name
+// chunks a power loss takes away (a crash of the process alone loses
+// nothing: the page cache keeps the data file).
 // The free-space check before each group reuses a statfs result for
 // 100 ms and a quarter of the headroom it found.
 //
@@ -43,14 +72,17 @@
 // identical to the current version (the same chunk payload when encoded
 // alone) is dropped from the request: it is durable and indexed already,
 // so a retried request or a re-imported file adds nothing to the data
-// files, the counters or the results. A request holding several copies of a
+// files, the counters or the results (a retry that arrives while the
+// original is acknowledged but not yet indexed finds its slots pending,
+// waits for the indexer and is dropped the same way). A request holding several copies of a
 // slot writes only its last one (the earlier ones would be superseded by
 // it at once). A different span is a new version:
 // it is appended, and the store holding the old one is first marked (the
 // file "superseded" in the store directory, fsynced; it sits beside the
 // indexes, so rebuilding them keeps it). Two requests that carry the same
 // new slot at the same time cannot see each other in the indexes; the
-// DB's pending set notices and marks the writable store instead. GetTrace
+// DB's pending set (each slot from its duplicate check until the indexer
+// has indexed it) notices and marks the writable store instead. GetTrace
 // and GetSpan read only the current version of each slot (the index keeps
 // the latest entry of a store; stores are read newest first). Search skips
 // a hit from a marked store whose slot has a newer entry (isSuperseded:
@@ -138,8 +170,7 @@
 // catches up, reads that use it name it in their warnings ("catching up",
 // the watermark and the bytes left), GET /healthz answers "catching_up"
 // listing it, and it takes no writes: the first write creates a new store,
-// indexed before each acknowledgement as always, so read-your-writes
-// holds. It is marked superseded first (a retried write may store again a
+// whose reads wait for the indexer as always, so read-your-writes holds. It is marked superseded first (a retried write may store again a
 // span its lagging part holds; search lists such a span once). When done
 // it flushes its indexes (the work persists), becomes the current store
 // again if no newer store was created, else is sealed (sealing waits for

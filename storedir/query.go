@@ -84,6 +84,9 @@ func (db *DB) GetSpanWithWarnings(ctx context.Context, id trace.TraceID, spanID 
 // skipped and named in the warnings; a trace the index lists but whose
 // every piece is damaged yields no spans and no error.
 func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error)) ([]*trace.Span, []Warning, error) {
+	if err := db.waitIndexed(ctx); err != nil {
+		return nil, nil, err
+	}
 	stores, release := db.snapshot()
 	defer release()
 	type pieceKey struct {
@@ -313,6 +316,9 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 			return nil, err
 		}
 		after = &c
+	}
+	if err := db.waitIndexed(ctx); err != nil {
+		return nil, err
 	}
 	snap, release := db.snapshot()
 	defer release()
@@ -711,6 +717,9 @@ func (db *DB) distinctStrings(ctx context.Context, limit int, list func(*Store) 
 	if limit <= 0 {
 		limit = 1000
 	}
+	if err := db.waitIndexed(ctx); err != nil {
+		return nil, err
+	}
 	stores, release := db.snapshot()
 	defer release()
 	set := map[string]bool{}
@@ -783,6 +792,9 @@ func decodeCursor(s string) (index.Cursor, error) {
 // span has a parent), the trace's time range over all its spans and how many spans it
 // has. It never reads the other spans.
 func (db *DB) TraceHead(ctx context.Context, id trace.TraceID) (root *trace.Span, startNS, endNS int64, spans int, err error) {
+	if err := db.waitIndexed(ctx); err != nil {
+		return nil, 0, 0, 0, err
+	}
 	stores, release := db.snapshot()
 	defer release()
 	ti, rootRef, err := db.traceHead(ctx, stores, id, nil)

@@ -65,6 +65,9 @@ type Store struct {
 	// refs guards against closing a store (retention) while readers use it:
 	// readers hold it shared, close takes it exclusively.
 	refs sync.RWMutex
+	// closed is set by close (refs held exclusively): the indexer, which
+	// holds refs shared, skips jobs of a store closed meanwhile.
+	closed bool
 
 	mu      sync.Mutex // guards props and the counters below
 	props   config.StoreProps
@@ -957,6 +960,7 @@ func (s *Store) closeBy(deadline time.Time) error {
 	}
 	s.refs.Lock()
 	defer s.refs.Unlock()
+	s.closed = true
 	var errs []error
 	if s.readOnly {
 		return errors.Join(s.meta.Close(), s.text.Close(), s.data.Close())

@@ -36,10 +36,12 @@ func keyOf(sp *trace.Span) versionKey {
 const pendingShards = 32
 
 // pendingSet counts, per slot, the requests between their duplicate check
-// in Append and their indexing: a request that meets a slot another one is
-// still writing cannot see that version in the indexes yet, so the store
-// it will land in is marked superseded (search then keeps only the newest
-// of the two).
+// in Append and their indexing (by the indexer, after the
+// acknowledgement): a request that meets a slot another one is still
+// writing cannot see that version in the indexes yet, so the store it
+// will land in is marked superseded (search then keeps only the newest of
+// the two). A slot is released after its index entries are committed and
+// before the indexed mark moves (indexer.go).
 type pendingSet struct {
 	seed   maphash.Seed
 	shards [pendingShards]struct {
@@ -68,6 +70,21 @@ func (p *pendingSet) add(k versionKey) bool {
 	sh.m[k] = n + 1
 	sh.mu.Unlock()
 	return n > 0
+}
+
+// anyOf reports whether the slot of any of spans is registered.
+func (p *pendingSet) anyOf(spans []*trace.Span) bool {
+	for _, sp := range spans {
+		k := keyOf(sp)
+		sh := &p.shards[p.shard(k)]
+		sh.mu.Lock()
+		n := sh.m[k]
+		sh.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *pendingSet) remove(keys []versionKey) {
@@ -145,6 +162,15 @@ type versionCheck struct {
 // superseded first. The kept spans' slots are registered in db.pending
 // until they are indexed (commitReq.pending).
 func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCheck, error) {
+	// A slot still pending may be an acknowledged write the indexer has
+	// not reached yet (a client's retry): wait for what was acknowledged,
+	// so that the retry finds it and adds nothing. A slot not pending is
+	// indexed already, or was never written, or is being written now.
+	if db.pending.anyOf(spans) {
+		if err := db.waitIndexed(ctx); err != nil {
+			return versionCheck{}, err
+		}
+	}
 	stores, release := db.snapshot() // newest first
 	defer release()
 	byTrace := make(map[trace.TraceID][]int, 4)

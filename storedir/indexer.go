@@ -1,0 +1,159 @@
+package storedir
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// indexQueueJobs bounds the index jobs waiting for the indexer: the
+// committer blocks once that many group commits are durable and
+// acknowledged but not yet indexed, so the spans held for indexing stay
+// bounded (at most this many groups, each at most cap(commits) requests)
+// and the indexing lag reads wait out stays a few groups long.
+const indexQueueJobs = 4
+
+// indexJob is what one hand-off of the committer gives the indexer: the
+// chunks it wrote and made durable since its last hand-off (runs of
+// consecutive chunks, one per store) and, for the last hand-off of a
+// group, the group's requests, whose pending slots are released once the
+// job is indexed.
+type indexJob struct {
+	seq     uint64
+	runs    []indexRun
+	release []*commitReq
+}
+
+// indexRun is consecutive chunks of one store's data file.
+type indexRun struct {
+	store  *Store
+	chunks []ChunkSpans
+}
+
+// indexPipeline connects the committer to the indexer goroutine. Jobs are
+// numbered in the order the committer queues them and indexed in that
+// order. Three marks (job numbers) make read-your-writes hold although a
+// write is acknowledged before it is indexed:
+//
+//   - queued: the last job queued (rotation waits for indexed to reach it
+//     before it seals a store);
+//   - acked: the last job of the last acknowledged group, stored before
+//     any request of the group is answered;
+//   - indexed: the last job whose chunks are in the indexes (or were
+//     found unindexable and logged), stored after its index batches
+//     committed and its requests' pending slots were released.
+//
+// A read takes acked when it starts and waits until indexed reaches it
+// (waitIndexed): whatever was acknowledged before the read started is
+// found by it.
+type indexPipeline struct {
+	queue   chan *indexJob
+	done    chan struct{} // closed when the indexer has returned
+	queued  atomic.Uint64
+	acked   atomic.Uint64
+	indexed atomic.Uint64
+
+	mu       sync.Mutex
+	advanced chan struct{} // closed (and replaced) each time indexed moves
+}
+
+func newIndexPipeline() *indexPipeline {
+	return &indexPipeline{queue: make(chan *indexJob, indexQueueJobs), done: make(chan struct{}),
+		advanced: make(chan struct{})}
+}
+
+// advance records that job seq is indexed and wakes the waiting reads.
+func (p *indexPipeline) advance(seq uint64) {
+	p.indexed.Store(seq)
+	p.mu.Lock()
+	close(p.advanced)
+	p.advanced = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// waitFor waits until job seq is indexed, or ctx ends.
+func (p *indexPipeline) waitFor(ctx context.Context, seq uint64) error {
+	for {
+		if p.indexed.Load() >= seq {
+			return nil
+		}
+		p.mu.Lock()
+		ch := p.advanced
+		p.mu.Unlock()
+		if p.indexed.Load() >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for acknowledged writes to be indexed: %w", ctx.Err())
+		}
+	}
+}
+
+// waitIndexed waits until every write acknowledged before it was called is
+// in the indexes (usually at once: indexing lags the acknowledgement by
+// microseconds to a millisecond). Every read of the indexes (get, search,
+// listings, the duplicate check when it meets a slot still pending) calls
+// it first, so a span acknowledged is found by a read that starts after.
+func (db *DB) waitIndexed(ctx context.Context) error {
+	return db.idx.waitFor(ctx, db.idx.acked.Load())
+}
+
+// waitIndexedBounded is waitIndexed for callers without a context (store
+// listings): it gives up after limit, leaving the answer a little behind.
+func (db *DB) waitIndexedBounded(limit time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := db.waitIndexed(ctx); err != nil {
+		db.log.Warn("store listing: acknowledged writes not indexed yet; counters may lag", "waited", limit)
+	}
+}
+
+// waitDrained waits until every job queued so far is indexed: rotation
+// calls it (the committer's lock held) before it seals a store, so that a
+// sealed store's indexes and counters cover its whole data file.
+func (db *DB) waitDrained() {
+	db.idx.waitFor(context.Background(), db.idx.queued.Load())
+}
+
+// indexer indexes the committer's jobs in order until the queue is closed
+// (the committer closes it when it stops), then returns.
+func (db *DB) indexer() {
+	defer close(db.idx.done)
+	for job := range db.idx.queue {
+		if db.opt.beforeIndexJob != nil {
+			db.opt.beforeIndexJob()
+		}
+		for _, r := range job.runs {
+			db.indexRun(r)
+		}
+		for _, r := range job.release {
+			db.pending.remove(r.pending)
+		}
+		db.idx.advance(job.seq)
+	}
+}
+
+// indexRun adds one run of durable chunks to its store's indexes. A
+// failure is logged, not returned: the chunks are durable in the data
+// file and the store's indexes catch up from their watermarks at the next
+// open; reads may miss them until then. A store closed meanwhile (taken
+// out of service for a damaged index, to be rebuilt from its data file)
+// is skipped.
+func (db *DB) indexRun(r indexRun) {
+	s := r.store
+	s.refs.RLock()
+	defer s.refs.RUnlock()
+	if s.closed {
+		db.log.Warn("store closed before its written chunks were indexed; its rebuild or next open indexes them",
+			"store", StoreName(s.id), "offset", r.chunks[0].Off, "chunks", len(r.chunks))
+		return
+	}
+	if err := s.indexChunks(r.chunks); err != nil {
+		db.log.Error("indexing written chunks failed; the data is durable and is re-indexed at the next start",
+			"store", StoreName(s.id), "offset", r.chunks[0].Off, "chunks", len(r.chunks), "err", err)
+	}
+}
