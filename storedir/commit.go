@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -511,7 +512,8 @@ func (db *DB) handOff(part *groupPart, res *syncResult, release []*commitReq) ui
 	}
 	// One run per store and stretch of consecutive chunks: one batch per
 	// index (a rotation mid-group starts a new run).
-	job := &indexJob{release: release}
+	// The committer reuses its group slice: the job keeps its own copy.
+	job := &indexJob{release: slices.Clone(release)}
 	for i, w := range part.ws {
 		if failed[w.store] {
 			continue
