@@ -71,8 +71,11 @@ type openBlock struct {
 	searchTexts postingLists[uint64] // text (a text or an attribute value) → offsets
 }
 
-func newOpenBlock(blk uint64) *openBlock {
-	return &openBlock{blk: blk}
+// newOpenBlock returns block blk, empty, with room for rows rows (the
+// writer makes room for a whole block at once; an index opened for reads
+// only for the rows it reads back).
+func newOpenBlock(blk uint64, rows uint32) *openBlock {
+	return &openBlock{blk: blk, rows: make([]row, 0, rows)}
 }
 
 // appendRows returns o.rows with copies of rows appended (carved out of
@@ -653,6 +656,10 @@ func (b *Batch) Commit() error {
 			posts.add(firstOff+uint32(j), r)
 		}
 		posts.finish()
+		// A key (about 12 bytes) per list and per new pair's 'v' key, and
+		// about 2 bytes per posting.
+		nlists := len(posts.attrs.keys) + len(posts.words.keys)
+		wb.Grow(nlists+len(posts.attrs.keys), 24*nlists+2*(len(posts.attrSeq)+len(posts.wordSeq)))
 		for k, offs := range posts.all {
 			wb.Set(postingKey(key[:0], k.prefix, k.a, k.b, blk), postings.Append(val[:0], offs))
 			if k.prefix == prefixAttr && !ix.pairs.contains(KV{k.a, k.b}) {
@@ -696,7 +703,7 @@ func (b *Batch) Commit() error {
 	// may be the caller's slices) before the readers' view changes.
 	open := ix.open
 	if len(newSealed) > len(sealed) {
-		open = newOpenBlock(uint64(len(newSealed)))
+		open = newOpenBlock(uint64(len(newSealed)), ix.blockSize)
 	}
 	var rows []row
 	if openRows != nil {

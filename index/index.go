@@ -263,7 +263,7 @@ func (ix *Index) load(createShift uint) error {
 	}
 
 	// The open block: its rows, back in memory.
-	ix.open = newOpenBlock(nsealed)
+	ix.open = newOpenBlock(nsealed, ix.tail.n)
 	if ix.tail.n > 0 {
 		v, ok, err := ix.get(numKey(nil, prefixRows, nsealed))
 		if err != nil {

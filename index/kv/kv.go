@@ -186,6 +186,13 @@ func (b *Batch) add(merge bool, key, val []byte) {
 	b.ops = append(b.ops, op)
 }
 
+// Grow makes room for ops more writes of about bytes bytes of keys and
+// values in all.
+func (b *Batch) Grow(ops, bytes int) {
+	b.ops = slices.Grow(b.ops, ops)
+	b.arena = slices.Grow(b.arena, bytes)
+}
+
 // Merge adds a merge operand (key and val are copied).
 func (b *Batch) Merge(key, val []byte) { b.add(true, key, val) }
 
