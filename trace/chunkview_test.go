@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ztsd/ztsd/trace"
 	"github.com/ztsd/ztsd/trace/tracetest"
@@ -228,6 +230,7 @@ func BenchmarkChunkViewTrace(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	cpu0 := processCPU()
 	for b.Loop() {
 		for i := 90; i < 100; i++ {
 			if _, err := v.Span(i); err != nil {
@@ -235,6 +238,7 @@ func BenchmarkChunkViewTrace(b *testing.B) {
 			}
 		}
 	}
+	reportCPU(b, cpu0)
 	b.SetBytes(int64(len(payload)))
 }
 
@@ -345,4 +349,71 @@ func TestChunkSpanIndexWrong(t *testing.T) {
 	} else if err != nil && (!errors.As(err, &ce) || ce.Offset > len(bad)) {
 		t.Fatalf("span %d: err = %v, want a CorruptPayloadError inside the payload", trace.SpanIndexStride, err)
 	}
+}
+
+// BenchmarkChunkViewCold is what a get-by-id whose chunk is not cached
+// costs after the chunk is read: a new view of a 500-span payload (10
+// attributes of high cardinality per span) and one span of it.
+func BenchmarkChunkViewCold(b *testing.B) {
+	r := rand.New(rand.NewPCG(17, 18))
+	var spans []*trace.Span
+	for len(spans) < 500 {
+		spans = append(spans, tracetest.RealisticTrace(r, 10, 10, 10)...)
+	}
+	payload := mustEncode(b, spans)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	i := 0
+	cpu0 := processCPU()
+	for b.Loop() {
+		v, err := trace.NewChunkView(payload, trace.Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := v.Span(i % len(spans)); err != nil {
+			b.Fatal(err)
+		}
+		i += 97
+	}
+	reportCPU(b, cpu0)
+}
+
+// TestChunkViewStringChecked: a view checks a string of the table when a
+// span that uses it is read, and names the entry's offset; the spans not
+// using it read.
+func TestChunkViewStringChecked(t *testing.T) {
+	const tid = "01 50 00000000000000000000000000000001 "
+	payload := hx("82 c7 82 61 61 62 c3 28 82 c8 81 c2 a2 " + tid + "0e c6 00 c8 81 c2 a2 " + tid + "0e c6 01")
+	v, err := trace.NewChunkView(payload, trace.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := v.Span(0); err != nil || sp.Root == nil || sp.Root.Method != "a" {
+		t.Fatalf("Span(0) = %+v, %v", sp, err)
+	}
+	for _, read := range []func(int) (*trace.Span, error){v.Span, v.Summary} {
+		_, err := read(1)
+		var ce *trace.CorruptPayloadError
+		if !errors.As(err, &ce) || ce.Offset != 5 || !strings.Contains(ce.Reason, "entry 1: not valid UTF-8") {
+			t.Fatalf("span 1: err = %v, want entry 1 at offset 5 not UTF-8", err)
+		}
+	}
+	if _, err := trace.DecodeChunkSpan(payload, 1, trace.Limits{}); err == nil {
+		t.Fatal("DecodeChunkSpan(1) decodes a string that is not UTF-8")
+	}
+}
+
+// reportCPU reports the process CPU time (user + system) per op since
+// start (from startCPU): on a machine shared with other work it compares
+// runs better than wall time does.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64((processCPU()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -24,6 +24,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -798,8 +799,9 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 
 // ChunkView gives random access to the spans of one chunk payload, for
 // readers that take several spans from the same chunk over time (a chunk
-// cache). Its string table is decoded once (eagerly, so that it can be
-// shared). A span is found from the nearest span before it whose start is
+// cache). Its string table is copied once up front; each string is a
+// substring of that copy, checked to be UTF-8 the first time a span read
+// uses it. A span is found from the nearest span before it whose start is
 // known: one the payload's span index marks (version 2: every
 // SpanIndexStride-th span), or one an earlier call walked to; so a read
 // walks over fewer than SpanIndexStride spans of an indexed payload, and
@@ -807,28 +809,58 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 // follow. It is safe for concurrent use; the payload must not change while
 // the view is in use.
 type ChunkView struct {
-	p      []byte
-	lim    Limits
-	strs   []string
-	spans  int
-	first  int32 // where span 0 starts
-	stride int
-	marks  []spanMark
+	p   []byte
+	lim Limits
+	// region is one copy of the string table's bytes (from payload offset
+	// base), ents locates each entry in the payload, and checked has the
+	// bit of each entry found to be UTF-8 by a read that used it.
+	region  string
+	base    int32
+	ents    []tableEntry
+	checked []atomic.Uint64
+	spans   int
+	first   int32 // where span 0 starts
+	stride  int
+	marks   []spanMark
 
 	mu   sync.Mutex
 	offs []int32 // offs[i] is where span i starts; 0 until known (allocated on first use)
 }
 
-// NewChunkView decodes the payload's string table, span index and span
+// NewChunkView reads the payload's string table heads, span index and span
 // list head. Malformed input yields a *CorruptPayloadError, as from
-// DecodeChunk.
+// DecodeChunk; a string that is not UTF-8 does when a span using it is
+// read (as from DecodeChunkSpan).
 func NewChunkView(payload []byte, lim Limits) (*ChunkView, error) {
-	d := chunkDecoder{p: payload, lim: lim.withDefaults()}
+	d := chunkDecoder{p: payload, lim: lim.withDefaults(), lazy: true, viewTable: true}
 	n, err := d.prologue()
 	if err != nil {
 		return nil, err
 	}
-	return &ChunkView{p: payload, lim: d.lim, strs: d.strs, spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}, nil
+	return &ChunkView{p: payload, lim: d.lim, ents: d.ents, region: string(payload[d.tableStart:d.tableEnd]),
+		base: int32(d.tableStart), checked: make([]atomic.Uint64, (len(d.ents)+63)/64),
+		spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}, nil
+}
+
+// str returns string table entry id (in range), a substring of the view's
+// one copy of the table, checking that it is UTF-8 on its first use.
+func (v *ChunkView) str(id int) (string, error) {
+	if v.checked[uint(id)/64].Load()&(1<<(uint(id)%64)) != 0 {
+		e := v.ents[id]
+		return v.region[e.off-v.base : e.off-v.base+e.n], nil
+	}
+	return v.check(id)
+}
+
+// check is str's first use of entry id.
+func (v *ChunkView) check(id int) (string, error) {
+	e := v.ents[id]
+	s := v.region[e.off-v.base : e.off-v.base+e.n]
+	if !utf8.ValidString(s) {
+		return "", &CorruptPayloadError{Offset: int(e.head), Reason: fmt.Sprintf("string table entry %d: not valid UTF-8", id)}
+	}
+	v.checked[uint(id)/64].Or(1 << (uint(id) % 64))
+	return s, nil
 }
 
 // Len is the number of spans in the chunk.
@@ -849,7 +881,7 @@ func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := chunkDecoder{p: v.p, off: off, lim: v.lim, strs: v.strs, summary: summary, shallowRoot: summary}
+	d := chunkDecoder{p: v.p, off: off, lim: v.lim, view: v, nstrs: len(v.ents), summary: summary, shallowRoot: summary}
 	s, err := d.span()
 	if err != nil {
 		return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
@@ -912,22 +944,30 @@ type chunkDecoder struct {
 	// strs is the string table. Eagerly, every entry is a substring of one
 	// copy of the table region; lazily, entries are copied and checked on
 	// first use from their location in ents ("" until then).
-	strs    []string
-	lazy    bool
-	ents    []tableEntry
-	summary bool // skip record trees (DecodeChunkSummaries)
+	strs  []string
+	lazy  bool
+	ents  []tableEntry
+	nstrs int // entries in the string table
+	// viewTable (with lazy) leaves the table to a ChunkView: prologue
+	// locates the entries and allocates no strs; view, when set, resolves
+	// every ref through the view's shared table.
+	viewTable bool
+	view      *ChunkView
+	// tableStart and tableEnd delimit the string table's entries.
+	tableStart, tableEnd int
+	summary              bool // skip record trees (DecodeChunkSummaries)
 	// shallowRoot keeps, in summary mode, the root record's own fields
 	// (method, times, counts; no attributes, exception or children): the
 	// name a search result shows.
 	shallowRoot bool
 	// stride and marks are the span index of a version 2 payload (stride
 	// 0: none): marks[k] locates span (k+1)·stride.
-	stride      int
-	marks       []spanMark
-	indexAt     int // where the span index starts
-	records     int
-	slab        []Record // records are carved from slabs to save allocations
-	slabs       int      // slabs allocated so far
+	stride  int
+	marks   []spanMark
+	indexAt int // where the span index starts
+	records int
+	slab    []Record // records are carved from slabs to save allocations
+	slabs   int      // slabs allocated so far
 }
 
 // maxPrealloc bounds the elements a decoder allocates for a list or map
@@ -1042,12 +1082,14 @@ func (d *chunkDecoder) uintValue(what string) (uint64, error) {
 func (d *chunkDecoder) ref(what string) (string, error) {
 	p, at := d.p, d.off
 	if at+1 < len(p) && p[at] == majorTag|tagStringRef && p[at+1] < 24 { // fast path
-		if id := int(p[at+1]); id < len(d.strs) {
+		if id := int(p[at+1]); id < d.nstrs {
 			d.off = at + 2
-			if s := d.strs[id]; s != "" || !d.lazy {
-				return s, nil
+			if d.view == nil {
+				if s := d.strs[id]; s != "" || !d.lazy {
+					return s, nil
+				}
 			}
-			return d.resolve(id)
+			return d.str(id)
 		}
 	}
 	if err := d.expectTag(tagStringRef, what); err != nil {
@@ -1057,13 +1099,21 @@ func (d *chunkDecoder) ref(what string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if id >= uint64(len(d.strs)) {
-		return "", d.corrupt(at, "%s: string ref %d outside the string table of %d entries", what, id, len(d.strs))
+	if id >= uint64(d.nstrs) {
+		return "", d.corrupt(at, "%s: string ref %d outside the string table of %d entries", what, id, d.nstrs)
+	}
+	return d.str(int(id))
+}
+
+// str returns table entry id (< d.nstrs).
+func (d *chunkDecoder) str(id int) (string, error) {
+	if d.view != nil {
+		return d.view.str(id)
 	}
 	if s := d.strs[id]; s != "" || !d.lazy {
 		return s, nil
 	}
-	return d.resolve(int(id))
+	return d.resolve(id)
 }
 
 // resolve copies out and checks table entry id (lazy mode).
@@ -1128,7 +1178,11 @@ func (d *chunkDecoder) prologue() (int, error) {
 		d.ents[i] = tableEntry{int32(at), int32(d.off), int32(arg)}
 		d.off += int(arg)
 	}
-	d.strs = make([]string, n)
+	d.nstrs = n
+	d.tableStart, d.tableEnd = start, d.off
+	if !d.viewTable {
+		d.strs = make([]string, n)
+	}
 	if !d.lazy {
 		// One copy of the table region backs every string of the chunk.
 		region := string(d.p[start:d.off])

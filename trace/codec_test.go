@@ -866,11 +866,13 @@ func BenchmarkDecodeChunk(b *testing.B) {
 func BenchmarkDecodeChunkSpan(b *testing.B) {
 	spans := benchBatch()
 	payload := mustEncode(b, spans)
+	cpu0 := processCPU()
 	for b.Loop() {
 		if _, err := trace.DecodeChunkSpan(payload, len(spans)-1, trace.Limits{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu0)
 	b.SetBytes(int64(len(payload)))
 }
 
@@ -880,11 +882,13 @@ func BenchmarkDecodeChunkSpansTrace(b *testing.B) {
 	spans := benchBatch()
 	payload := mustEncode(b, spans)
 	idx := []int{90, 91, 92, 93, 94, 95, 96, 97, 98, 99}
+	cpu0 := processCPU()
 	for b.Loop() {
 		if _, err := trace.DecodeChunkSpans(payload, idx, trace.Limits{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu0)
 	b.SetBytes(int64(len(payload)))
 }
 
