@@ -74,7 +74,10 @@ type mapper struct {
 }
 
 // mapRequest maps every span of req; badIDs names spans whose ids OTLP JSON
-// could not read (they are rejected with that reason).
+// could not read (they are rejected with that reason). OTLP JSON bodies
+// take it; binary protobuf bodies take decodeWire, which maps the wire
+// bytes in the same order with the same rejections (wire_test.go holds it
+// to that).
 func mapRequest(req *collectortrace.ExportTraceServiceRequest, badIDs map[*tracepb.Span]string, opt Options) ([]*trace.Span, int64, string, error) {
 	total := 0
 	for _, rs := range req.GetResourceSpans() {

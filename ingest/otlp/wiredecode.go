@@ -144,9 +144,9 @@ func (p *msgParts) part(i int) wireBytes {
 
 // partsIter reads the fields of a merged message, part after part.
 type partsIter struct {
-	parts msgParts
-	next_ int // the next part to read
-	it    fieldIter
+	parts    msgParts
+	nextPart int // the next part to read
+	it       fieldIter
 }
 
 func (d *wireDecoder) fields(p msgParts) partsIter {
@@ -155,11 +155,11 @@ func (d *wireDecoder) fields(p msgParts) partsIter {
 
 func (m *partsIter) next(f *wireValue) bool {
 	for !m.it.next(f) {
-		if m.next_ >= m.parts.n {
+		if m.nextPart >= m.parts.n {
 			return false
 		}
-		b := m.parts.part(m.next_)
-		m.next_++
+		b := m.parts.part(m.nextPart)
+		m.nextPart++
 		m.it.off, m.it.end = b.off, b.off+b.n
 	}
 	return true
@@ -171,9 +171,12 @@ type wireDecoder struct {
 	body []byte
 	// src is a copy of body: every string of the spans is a substring of
 	// it, so the body's buffer can be reused once decoding returns.
-	src       string
-	scopes    []scopeSize // from the validator, in the order of the body
-	scope     int         // the next of scopes
+	src    string
+	scopes []scopeSize // from the validator, in the order of the body
+	scope  int         // the next of scopes
+	// spanBlock and rootBlock hold the request's spans and their root
+	// records, each span taking the next: two allocations per request
+	// instead of two per span.
 	spanBlock []trace.Span
 	rootBlock []trace.Record
 }
@@ -391,7 +394,6 @@ type wireSpan struct {
 	droppedAttrs, droppedEvents, droppedLinks   uint32
 	statusCode                                  int32
 	statusMessage                               wireBytes
-	hasStatus                                   bool
 	events, links                               int
 	// own holds the span's attributes, read with the rest in one pass
 	// (mapping them has no effect but on own); ownErr is the first that
@@ -431,7 +433,6 @@ func (d *wireDecoder) readSpan(b wireBytes) wireSpan {
 				ps.links++
 			case 15:
 				// Status occurrences merge: each sets what it sends.
-				ps.hasStatus = true
 				var g wireValue
 				for st := d.msg(f.b); st.next(&g); {
 					switch {
