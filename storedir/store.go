@@ -651,7 +651,9 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 	for _, c := range chunks {
 		nspans += len(c.Spans)
 	}
-	in := newInterner(tb, min(1024, 32*nspans))
+	// Its map holds the group's distinct strings: a few per span (spans
+	// repeat keys and most values), and it grows when a group has more.
+	in := newInterner(tb, min(1024, 4*nspans))
 	entries := make([]index.SpanEntry, 0, nspans)
 	for _, c := range chunks {
 		for i, sp := range c.Spans {
