@@ -6,16 +6,18 @@
 // # Writes
 //
 // DB.Append validates a request's spans, encodes them into chunk payloads in
-// the caller's goroutine (so encoding and compression use every core, and
-// an invalid request fails on its own before it meets any other), and hands
-// them to the single committer goroutine. The committer takes every request
-// that is waiting as one group. It encodes the spans of each run of
-// consecutive small requests of the group (a payload of at most
-// ChunkTargetSize/16 each) again, together, into shared chunks of up to
-// ChunkTargetSize payload bytes: many 1-span requests cost one chunk, one
-// string table, one compression and one index location, not one each (a
-// request alone, a large request, or a run that does not encode together
-// keeps the chunks its caller encoded). Each chunk still carries its own
+// the caller's goroutine (so encoding uses every core, and an invalid
+// request fails on its own before it meets any other) and compresses them
+// there, except a small request (a payload of at most ChunkTargetSize/16),
+// and hands them to the single committer goroutine. The committer takes
+// every request that is waiting as one group. It encodes the spans of
+// each run of consecutive small requests of the group again, together,
+// into shared chunks of up to ChunkTargetSize payload bytes, compressed
+// once: many 1-span requests cost one chunk, one string table, one
+// compression and one index location, not one each (a small request
+// alone, or a run that does not encode together, is compressed by the
+// committer as its own chunk; a large request keeps the chunks its caller
+// encoded). Each chunk still carries its own
 // string table, so a chunk decodes on its own whichever requests filled it.
 // The committer writes the group's chunks, then makes them durable with
 // one fsync for the whole group (sync=batch), one per request
