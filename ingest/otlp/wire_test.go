@@ -168,9 +168,20 @@ func (g *wireGen) message(t wireMsg, depth int) []byte {
 			b = protowire.AppendTag(b, 8, protowire.Fixed64Type)
 			b = protowire.AppendFixed64(b, start+g.r.Uint64N(1e9))
 		}
-	case msgAnyValue: // nest deep now and then
+	case msgAnyValue: // nest deep now and then; often one scalar as SDKs send it
 		if depth < 40 && g.chance(0.3) {
 			return g.wrap(depth)
+		}
+		if g.chance(0.4) {
+			switch g.r.IntN(4) {
+			case 0:
+				return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), g.string())
+			case 1:
+				return protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.VarintType), g.varint())
+			case 2:
+				return protowire.AppendVarint(protowire.AppendTag(b, 3, protowire.VarintType), g.varint())
+			}
+			return protowire.AppendFixed64(protowire.AppendTag(b, 4, protowire.Fixed64Type), g.fixed64(t, 4))
 		}
 	case msgKeyValue: // usually a key and a value
 		if g.chance(0.9) {
