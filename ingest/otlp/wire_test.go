@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -510,5 +511,23 @@ func TestSpanAttrs(t *testing.T) {
 		if d := trace.Diff(&trace.Span{Attrs: got}, &trace.Span{Attrs: want}); d != "" {
 			t.Fatalf("own %v shared %v reserved %v: %s", own, shared, reserved, d)
 		}
+	}
+}
+
+// TestWireBoundedAllocation: a length prefix beyond the bytes left is an
+// error before anything is allocated for it (the decoder sizes what it
+// allocates by what the validator counted in the body, never by a length).
+func TestWireBoundedAllocation(t *testing.T) {
+	huge := protowire.AppendVarint([]byte{0x0a}, 1<<40) // resource_spans of 1 TiB
+	huge = append(huge, make([]byte, 64)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, _, err := decodeWire(huge, Options{}.withDefaults())
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "protobuf at offset 0: resource_spans[0]: value of wire type 2: unexpected EOF") {
+		t.Fatalf("1 TiB length prefix: %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<10 {
+		t.Fatalf("a refused 1 TiB length prefix allocated %d bytes", n)
 	}
 }
