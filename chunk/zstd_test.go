@@ -97,22 +97,34 @@ func TestZstdFrameRules(t *testing.T) {
 // TestZstdWrittenFrame checks what the writer stores: one frame with its
 // content size and checksum, and nothing else, and smaller than LZ4 on a
 // trace payload.
+// Payloads of every size class: under 256 bytes, a sample, and larger
+// than the encoder's window (zstdWindow).
 func TestZstdWrittenFrame(t *testing.T) {
-	p := samplePayloads(t)["zorka-tdb-sampled-tomcat-trc.cbor"]
-	c, err := Encode(p, Options{Zstd, true}, nil)
-	if err != nil || c.StoredRaw() {
-		t.Fatalf("Encode: %v, raw %v", err, c.StoredRaw())
-	}
-	stored := c.Bytes()[ChunkHeaderSize:]
-	var h zstd.Header
-	if err := h.Decode(stored); err != nil || !h.HasFCS || h.FrameContentSize != uint64(len(p)) || !h.HasCheckSum || h.DictionaryID != 0 {
-		t.Fatalf("frame header %+v, %v", h, err)
-	}
-	if end, err := zstdFrameEnd(stored, h.HeaderSize); err != nil || end != len(stored) {
-		t.Fatalf("frame ends at %d (%v), stored %d", end, err, len(stored))
-	}
-	l, _ := Encode(p, Options{LZ4, true}, nil)
-	if c.Len() >= l.Len() {
-		t.Fatalf("zstd %d bytes, lz4 %d", c.Len(), l.Len())
+	rng := rand.New(rand.NewPCG(5, 19))
+	for _, p := range [][]byte{cborTrace(rng, 200), samplePayloads(t)["zorka-tdb-sampled-tomcat-trc.cbor"], cborTrace(rng, 3*zstdWindow)} {
+		c, err := Encode(p, Options{Zstd, true}, nil)
+		if err != nil || c.StoredRaw() {
+			t.Fatalf("%d bytes: Encode: %v, raw %v", len(p), err, c.StoredRaw())
+		}
+		stored := c.Bytes()[ChunkHeaderSize:]
+		var h zstd.Header
+		if err := h.Decode(stored); err != nil || !h.HasFCS || h.FrameContentSize != uint64(len(p)) || !h.HasCheckSum || h.DictionaryID != 0 {
+			t.Fatalf("%d bytes: frame header %+v, %v", len(p), h, err)
+		}
+		if len(p) > zstdWindow && (h.SingleSegment || h.WindowSize > zstdWindow) {
+			t.Fatalf("%d bytes: single segment %v, window %d; want the window bounded by %d", len(p), h.SingleSegment, h.WindowSize, zstdWindow)
+		}
+		if end, err := zstdFrameEnd(stored, h.HeaderSize); err != nil || end != len(stored) {
+			t.Fatalf("%d bytes: frame ends at %d (%v), stored %d", len(p), end, err, len(stored))
+		}
+		data := append(appendHeader(nil, Header{Options: Options{Zstd, true}}), c.Bytes()...)
+		if got, _, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), Options{Zstd, true}, HeaderSize); err != nil || !bytes.Equal(got, p) {
+			t.Fatalf("%d bytes: read back: %v", len(p), err)
+		}
+		// (On a tiny payload zstd's frame header and checksum outweigh
+		// what it saves.)
+		if l, _ := Encode(p, Options{LZ4, true}, nil); len(p) > 1000 && c.Len() >= l.Len() {
+			t.Fatalf("%d bytes: zstd %d bytes, lz4 %d", len(p), c.Len(), l.Len())
+		}
 	}
 }
