@@ -112,6 +112,9 @@ type Options struct {
 	// beforeIndexJob, if set, is called by the indexer before each job
 	// (tests only: they hold the indexer back).
 	beforeIndexJob func()
+	// indexRunFault, if set, is asked before each run the indexer indexes
+	// and fails it with the error it returns (tests only).
+	indexRunFault func(store uint32) error
 }
 
 // Observer is told about each group commit (for metrics).
@@ -427,7 +430,7 @@ func (db *DB) needsRotation(s *Store) bool {
 	s.mu.Lock()
 	failed := s.syncFailed
 	s.mu.Unlock()
-	if failed || s.data.Size() >= db.opt.MaxStoreSize {
+	if failed || s.indexFailed.Load() || s.data.Size() >= db.opt.MaxStoreSize {
 		return true
 	}
 	// A store keeps the chunk options it was created with; chunks are

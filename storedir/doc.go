@@ -48,8 +48,10 @@
 // any moment) pointing at durable data; the chunks of a store whose fsync
 // failed are not indexed at all (the store takes no more writes; the next
 // open fsyncs and re-indexes it). An indexing error is logged: the data
-// is durable and the next open re-indexes it from the watermarks; reads
-// may miss it until then. The indexer's queue holds at most
+// is durable; the indexer indexes nothing more of that store (so its
+// watermarks stay below what it missed), the committer rotates to a new
+// store, and the next open re-indexes it from the watermarks; reads may
+// miss its chunks past the failure until then. The indexer's queue holds at most
 // indexQueueJobs hand-offs: when it is full the committer waits
 // (backpressure), so memory stays bounded and the indexing lag short.
 // Before a rotation seals a store, the committer hands off what the group

@@ -139,10 +139,12 @@ func (db *DB) indexer() {
 
 // indexRun adds one run of durable chunks to its store's indexes. A
 // failure is logged, not returned: the chunks are durable in the data
-// file and the store's indexes catch up from their watermarks at the next
-// open; reads may miss them until then. A store closed meanwhile (taken
-// out of service for a damaged index, to be rebuilt from its data file)
-// is skipped.
+// file. The store is then marked indexFailed: nothing more of it is
+// indexed (a later run would move the watermarks past the chunks missed),
+// the committer rotates away from it, and its next open re-indexes the
+// data file from the watermarks; reads miss those chunks until then. A
+// store closed meanwhile (taken out of service for a damaged index, to be
+// rebuilt from its data file) is skipped.
 func (db *DB) indexRun(r indexRun) {
 	s := r.store
 	s.refs.RLock()
@@ -152,8 +154,19 @@ func (db *DB) indexRun(r indexRun) {
 			"store", StoreName(s.id), "offset", r.chunks[0].Off, "chunks", len(r.chunks))
 		return
 	}
-	if err := s.indexChunks(r.chunks); err != nil {
-		db.log.Error("indexing written chunks failed; the data is durable and is re-indexed at the next start",
+	if s.indexFailed.Load() {
+		return // logged at the failure; re-indexed at the next open
+	}
+	var err error
+	if db.opt.indexRunFault != nil {
+		err = db.opt.indexRunFault(s.id)
+	}
+	if err == nil {
+		err = s.indexChunks(r.chunks)
+	}
+	if err != nil {
+		s.indexFailed.Store(true)
+		db.log.Error("indexing written chunks failed; the data is durable, the store takes no more writes and is re-indexed from this offset at the next start",
 			"store", StoreName(s.id), "offset", r.chunks[0].Off, "chunks", len(r.chunks), "err", err)
 	}
 }

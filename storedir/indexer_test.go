@@ -250,3 +250,61 @@ func TestRotationSealsIndexedStores(t *testing.T) {
 	}
 	checkGets(t, db, spans, 5)
 }
+
+// TestIndexFailureReindexedAtOpen: when indexing a run of written chunks
+// fails, the writes stay acknowledged (the data is durable), nothing more
+// of that store is indexed (later runs would move its watermarks past the
+// chunks missed), the committer moves to a new store, and the next open
+// re-indexes the store so that every acknowledged span is found.
+func TestIndexFailureReindexedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	o, release := heldIndexer(testOptions())
+	o.Sync = SyncBatch
+	o.MaxStoreSize = 1 << 30
+	var runs int
+	o.indexRunFault = func(store uint32) error {
+		runs++
+		if runs == 2 {
+			return errors.New("injected index failure")
+		}
+		return nil
+	}
+	db := openTestDB(t, dir, o)
+	spans := genWorkload(35, 10)
+	// Five requests while the indexer is held: five runs of store 0 queued,
+	// the second fails when the indexer goes.
+	for i := 0; i < 5; i++ {
+		if err := db.Append(context.Background(), spans[i:i+1]); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	release()
+	if err := db.waitIndexed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stores, releaseSnap := db.snapshot()
+	first := stores[len(stores)-1]
+	releaseSnap()
+	if !first.indexFailed.Load() {
+		t.Fatal("the store whose indexing failed is not marked")
+	}
+	if wm, _ := first.meta.Watermark(); wm >= first.data.Size() {
+		t.Fatalf("metadata watermark %d covers the data file (%d bytes) although a run was not indexed", wm, first.data.Size())
+	}
+	for i := 5; i < len(spans); i++ {
+		if err := db.Append(context.Background(), spans[i:i+1]); err != nil {
+			t.Fatalf("append %d after the failure: %v", i, err)
+		}
+	}
+	if got := len(db.Stores()); got < 2 {
+		t.Fatalf("%d stores: the committer kept writing to the store whose indexing failed", got)
+	}
+	checkGets(t, db, spans[5:], 1) // the new store serves
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o.beforeIndexJob, o.indexRunFault = nil, nil
+	db = openTestDB(t, dir, o)
+	defer db.Close()
+	checkGets(t, db, spans, 1)
+}

@@ -79,6 +79,11 @@ type Store struct {
 	// kernel dropped cannot be known, so the store takes no more writes
 	// (the committer rotates to a new one).
 	syncFailed bool
+	// indexFailed is set by the indexer when indexing written chunks
+	// failed: it indexes nothing more of the store, so that the
+	// watermarks stay below the chunks it missed and the next open
+	// re-indexes them, and the committer rotates to a new store.
+	indexFailed atomic.Bool
 
 	// superseded: some span chunk stored here has a newer version (the
 	// supersededFile mark); supersedeMu serializes writing the mark.
