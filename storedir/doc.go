@@ -120,6 +120,17 @@
 // snapshot: a trace that gains a newer matching span while a client pages
 // moves to an earlier page and is not listed again.
 //
+// Stores are asked latest first, and a sealed store whose latest span
+// start (its last.trace.ns) is older than limit+1 results already found is
+// not asked at all: with stores in time order a page costs about one
+// store's hits, not limit+1 hits of every store. Such a store's latest
+// start bounds how far the page may walk, as a store with unread hits
+// does. A store still taking writes or catching up is always asked. With
+// Query.TraceHeads, each result's span count and root come from the
+// entries the search already read in the hit's store
+// (index.Index.SearchTraces) and a lookup in each other store whose trace
+// filter does not rule the trace out; GetTrace skips such stores too.
+//
 // # Damage
 //
 // A damaged chunk costs only its own spans. A read (Search, GetTrace,
