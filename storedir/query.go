@@ -329,8 +329,10 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 		return nil, err
 	}
 	type storeSearch struct {
-		s  *Store
-		iq index.Query
+		s       *Store
+		iq      index.Query
+		latest  int64 // s.latestStart, when bounded
+		bounded bool
 	}
 	// A store whose index turns out damaged is left out of the answer,
 	// named in its warnings, and rebuilt (DB.indexDamaged).
@@ -349,7 +351,8 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 			return nil, err
 		}
 		if ok {
-			targets = append(targets, storeSearch{s, iq})
+			latest, bounded := s.latestStart()
+			targets = append(targets, storeSearch{s, iq, latest, bounded})
 		}
 	}
 	var pager *tracePager
@@ -385,16 +388,14 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	// make the walk go that far. Stores are searched latest first for
 	// that (those without a known bound first).
 	slices.SortStableFunc(targets, func(a, b storeSearch) int {
-		la, oka := a.s.latestStart()
-		lb, okb := b.s.latestStart()
 		switch {
-		case oka != okb:
-			if !oka {
+		case a.bounded != b.bounded:
+			if !a.bounded {
 				return -1
 			}
 			return 1
-		case la != lb:
-			return cmp.Compare(lb, la)
+		case a.latest != b.latest:
+			return cmp.Compare(b.latest, a.latest)
 		}
 		return 0
 	})
@@ -403,9 +404,9 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	pruned, prunedNS := false, int64(0)
 	for _, t := range targets {
 		s := t.s
-		if latest, ok := s.latestStart(); ok && resultsAfter(all, latest, q.Spans) > q.Limit {
-			if !pruned || latest > prunedNS {
-				pruned, prunedNS = true, latest
+		if t.bounded && resultsAfter(all, t.latest, q.Spans) > q.Limit {
+			if !pruned || t.latest > prunedNS {
+				pruned, prunedNS = true, t.latest
 			}
 			continue
 		}
