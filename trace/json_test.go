@@ -497,3 +497,15 @@ func BenchmarkDecodeJSONLines(b *testing.B) {
 	}
 	b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
+
+// BenchmarkDecodeJSONLinesOneSpan decodes a request of one small span, as
+// an unbatched writer sends: the per-request costs (the line reader) show.
+func BenchmarkDecodeJSONLinesOneSpan(b *testing.B) {
+	line := []byte(`{"trace_id":"0123456789abcdef0123456789abcdef","span_id":"0123456789abcdef","type":"http","start_ns":1700000000000000000,"duration_ns":123000,"attrs":{"service.name":"telemetrygen","span.kind":"client"}}` + "\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := trace.DecodeJSONLines(bytes.NewReader(line), trace.Limits{}, func(*trace.Span) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
