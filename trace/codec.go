@@ -16,6 +16,10 @@ package trace
 //   - The decoder never panics, never recurses deeper than its limits and
 //     bounds every length it reads by the bytes that remain, so memory is at
 //     most a small constant factor of the payload size.
+//
+// The bounds and orders the encoder and decoder check (depths, cause chain,
+// attribute key order) and their error texts are walk.go's; Limits is in
+// limits.go. This file keeps the CBOR bytes.
 
 import (
 	"encoding/binary"
@@ -87,62 +91,6 @@ const (
 	flagError = 0x01 // Span.Error (span record only)
 	flagOpen  = 0x02 // Record.Open
 )
-
-// Limits bound what a decoder (chunk payload or Trace JSON) builds from its
-// input. A zero field means the DefaultLimits value.
-type Limits struct {
-	// MaxDepth bounds record nesting (the root record has depth 1), the
-	// length of an exception's cause chain and, in Trace JSON, span nesting.
-	MaxDepth int
-	// MaxStrings bounds the entries of a chunk's string table.
-	MaxStrings int
-	// MaxSpans bounds the spans of one chunk, or of one Trace JSON document
-	// (a span and its nested "spans").
-	MaxSpans int
-	// MaxRecords bounds the records decoded from one chunk, or from one
-	// Trace JSON document.
-	MaxRecords int
-	// MaxStringLen bounds the length in bytes of any one string.
-	MaxStringLen int
-	// MaxLineBytes bounds one line of JSON lines (DecodeJSONLines).
-	MaxLineBytes int
-}
-
-// DefaultLimits returns the limits used when a Limits field is zero. They
-// are what EncodeChunk guarantees its output stays within.
-func DefaultLimits() Limits {
-	return Limits{
-		MaxDepth:     MaxDepth,
-		MaxStrings:   1 << 22,
-		MaxSpans:     1 << 20,
-		MaxRecords:   1 << 24,
-		MaxStringLen: 16 << 20,
-		MaxLineBytes: 64 << 20,
-	}
-}
-
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits()
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = d.MaxDepth
-	}
-	if l.MaxStrings <= 0 {
-		l.MaxStrings = d.MaxStrings
-	}
-	if l.MaxSpans <= 0 {
-		l.MaxSpans = d.MaxSpans
-	}
-	if l.MaxRecords <= 0 {
-		l.MaxRecords = d.MaxRecords
-	}
-	if l.MaxStringLen <= 0 {
-		l.MaxStringLen = d.MaxStringLen
-	}
-	if l.MaxLineBytes <= 0 {
-		l.MaxLineBytes = d.MaxLineBytes
-	}
-	return l
-}
 
 // CorruptPayloadError reports a chunk payload that cannot be decoded:
 // malformed, truncated, or beyond the decoder's limits.
@@ -435,8 +383,8 @@ func (e *chunkEncoder) appendChild(b []byte, r *Record, depth int) []byte {
 		e.fail("nil child record at depth %d", depth)
 		return b
 	}
-	if depth > MaxDepth {
-		e.fail("record tree deeper than %d", MaxDepth)
+	if recordTooDeep(depth) {
+		e.fail(msgRecordTooDeep, MaxDepth)
 		return b
 	}
 	e.countRecord()
@@ -487,8 +435,8 @@ func (e *chunkEncoder) appendAttrs(b []byte, tag byte, a Attrs) []byte {
 func (e *chunkEncoder) appendAttrMap(b []byte, a Attrs, depth int) []byte {
 	b = appendHead(b, majorMap, uint64(len(a)))
 	for i := range a {
-		if i > 0 && a[i-1].Key >= a[i].Key {
-			e.fail("attributes not sorted/unique at %q", truncateForError(a[i].Key))
+		if i > 0 && keyOutOfOrder(a[i-1].Key, a[i].Key) {
+			e.fail(msgAttrsUnsorted, truncateForError(a[i].Key))
 			return b
 		}
 		b = e.appendRef(b, a[i].Key)
@@ -498,8 +446,8 @@ func (e *chunkEncoder) appendAttrMap(b []byte, a Attrs, depth int) []byte {
 }
 
 func (e *chunkEncoder) appendValue(b []byte, v *Value, depth int) []byte {
-	if depth > MaxValueDepth {
-		e.fail("value nested deeper than %d", MaxValueDepth)
+	if valueTooDeep(depth) {
+		e.fail(msgValueTooDeep, MaxValueDepth)
 		return b
 	}
 	switch v.Kind {
@@ -528,7 +476,7 @@ func (e *chunkEncoder) appendValue(b []byte, v *Value, depth int) []byte {
 	case KindMap:
 		return e.appendAttrMap(b, v.Map, depth+1)
 	}
-	e.fail("unknown value kind %d", v.Kind)
+	e.fail(msgUnknownKind, v.Kind)
 	return b
 }
 
@@ -536,8 +484,8 @@ func (e *chunkEncoder) appendValue(b []byte, v *Value, depth int) []byte {
 // element is its cause (another tagged exception) or null.
 func (e *chunkEncoder) appendException(b []byte, x *Exception) []byte {
 	for n := 1; x != nil; n++ {
-		if n > MaxDepth {
-			e.fail("exception cause chain longer than %d", MaxDepth)
+		if causeChainTooLong(n, MaxDepth) {
+			e.fail(msgCauseChainTooLong, MaxDepth)
 			return b
 		}
 		b = append(b, majorTag|24, tagException, majorArray|4)
@@ -675,23 +623,7 @@ func truncateForError(s string) string {
 // The decoded strings share one copy of the chunk's string table.
 func DecodeChunk(payload []byte, lim Limits) ([]*Span, error) {
 	d := chunkDecoder{p: payload, lim: lim.withDefaults()}
-	n, err := d.prologue()
-	if err != nil {
-		return nil, err
-	}
-	spans := make([]*Span, n)
-	for i := range spans {
-		if err := d.checkMark(i); err != nil {
-			return nil, err
-		}
-		if spans[i], err = d.span(); err != nil {
-			return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
-		}
-	}
-	if d.off != len(d.p) {
-		return nil, d.corrupt(d.off, "%d bytes after the span list", len(d.p)-d.off)
-	}
-	return spans, nil
+	return d.all()
 }
 
 // DecodeChunkSummaries decodes every span of a chunk without its record
@@ -701,6 +633,12 @@ func DecodeChunk(payload []byte, lim Limits) ([]*Span, error) {
 // be stored back: they have lost their records.
 func DecodeChunkSummaries(payload []byte, lim Limits) ([]*Span, error) {
 	d := chunkDecoder{p: payload, lim: lim.withDefaults(), lazy: true, summary: true}
+	return d.all()
+}
+
+// all decodes the prologue and then every span of the span list, as d's
+// mode (full or summary) builds them.
+func (d *chunkDecoder) all() ([]*Span, error) {
 	n, err := d.prologue()
 	if err != nil {
 		return nil, err
@@ -1686,7 +1624,7 @@ func (d *chunkDecoder) attrMap(depth int) (Attrs, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i > 0 && a[i-1].Key >= key {
+		if i > 0 && keyOutOfOrder(a[i-1].Key, key) {
 			return nil, d.corrupt(at, "attribute key %q not sorted/unique", truncateForError(key))
 		}
 		a = append(a, Attr{Key: key})
@@ -1699,8 +1637,8 @@ func (d *chunkDecoder) attrMap(depth int) (Attrs, error) {
 
 func (d *chunkDecoder) value(v *Value, depth int) error {
 	at := d.off
-	if depth > MaxValueDepth {
-		return d.corrupt(at, "value nested deeper than %d", MaxValueDepth)
+	if valueTooDeep(depth) {
+		return d.corrupt(at, msgValueTooDeep, MaxValueDepth)
 	}
 	major, ai, arg, err := d.head()
 	if err != nil {
@@ -1773,8 +1711,8 @@ func (d *chunkDecoder) exception() (*Exception, error) {
 	var first, prev *Exception
 	for n := 1; ; n++ {
 		at := d.off
-		if n > d.lim.MaxDepth {
-			return nil, d.corrupt(at, "exception cause chain longer than %d", d.lim.MaxDepth)
+		if causeChainTooLong(n, d.lim.MaxDepth) {
+			return nil, d.corrupt(at, msgCauseChainTooLong, d.lim.MaxDepth)
 		}
 		elems, err := d.length(majorArray, 1, "exception")
 		if err != nil {

@@ -118,8 +118,8 @@ func diffRecord(a, b *Record, depth int) *difference {
 		}
 		return differ("%s != %s", nilOr(a == nil, "record"), nilOr(b == nil, "record"))
 	}
-	if depth > MaxDepth {
-		return differ("record tree deeper than %d", MaxDepth)
+	if recordTooDeep(depth) {
+		return differ(msgRecordTooDeep, MaxDepth)
 	}
 	switch {
 	case a.Method != b.Method:

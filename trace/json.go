@@ -28,6 +28,10 @@ package trace
 // children, stack). A number without '.', 'e' or 'E' is an int value,
 // otherwise a float. Attributes are sorted, the last of repeated keys wins.
 // The two wrapper objects read back as the float and the map they wrap.
+//
+// The bounds and orders both directions check (depths, cause chain,
+// attribute key order) and their error texts are walk.go's; this file keeps
+// the JSON bytes.
 
 import (
 	"bufio"
@@ -147,8 +151,8 @@ func appendSpanJSON(b []byte, s *Span, full bool, depth int) ([]byte, error) {
 }
 
 func appendRecordJSON(b []byte, r *Record, depth int) ([]byte, error) {
-	if depth > MaxDepth {
-		return b, fmt.Errorf("trace json: record tree deeper than %d", MaxDepth)
+	if recordTooDeep(depth) {
+		return b, fmt.Errorf("trace json: "+msgRecordTooDeep, MaxDepth)
 	}
 	b = append(b, `{"method":`...)
 	b = appendJSONString(b, r.Method)
@@ -199,8 +203,8 @@ func appendRecordJSON(b []byte, r *Record, depth int) ([]byte, error) {
 func appendExceptionJSON(b []byte, x *Exception) ([]byte, error) {
 	n := 0
 	for ; x != nil; x = x.Cause {
-		if n++; n > MaxDepth {
-			return b, fmt.Errorf("trace json: exception cause chain longer than %d", MaxDepth)
+		if n++; causeChainTooLong(n, MaxDepth) {
+			return b, fmt.Errorf("trace json: "+msgCauseChainTooLong, MaxDepth)
 		}
 		if n > 1 {
 			b = append(b, `,"cause":`...)
@@ -255,19 +259,17 @@ func appendAttrsJSON(b []byte, a Attrs, depth int) ([]byte, error) {
 // sortedAttrs returns a when it is sorted with unique keys, else a sorted,
 // de-duplicated copy (so output is canonical even for unsorted input).
 func sortedAttrs(a Attrs) Attrs {
-	for i := 1; i < len(a); i++ {
-		if a[i-1].Key >= a[i].Key {
-			c := append(Attrs(nil), a...)
-			c.Sort()
-			return c
-		}
+	if firstUnsorted(a) < 0 {
+		return a
 	}
-	return a
+	c := append(Attrs(nil), a...)
+	c.Sort()
+	return c
 }
 
 func appendValueJSON(b []byte, v *Value, depth int) ([]byte, error) {
-	if depth > MaxValueDepth {
-		return b, fmt.Errorf("value nested deeper than %d", MaxValueDepth)
+	if valueTooDeep(depth) {
+		return b, fmt.Errorf(msgValueTooDeep, MaxValueDepth)
 	}
 	switch v.Kind {
 	case KindNull:
@@ -305,7 +307,7 @@ func appendValueJSON(b []byte, v *Value, depth int) ([]byte, error) {
 		b, err := appendAttrsJSON(b, v.Map, depth+1)
 		return append(b, '}'), err
 	}
-	return b, fmt.Errorf("unknown value kind %d", v.Kind)
+	return b, fmt.Errorf(msgUnknownKind, v.Kind)
 }
 
 // AppendValueJSON appends v as Trace JSON writes an attribute value
@@ -939,8 +941,8 @@ func (p *jsonParser) record(depth int) (*Record, error) {
 }
 
 func (p *jsonParser) exception(depth int) (*Exception, error) {
-	if depth > p.lim.MaxDepth {
-		return nil, p.fail("exception cause chain longer than %d", p.lim.MaxDepth)
+	if causeChainTooLong(depth, p.lim.MaxDepth) {
+		return nil, p.fail(msgCauseChainTooLong, p.lim.MaxDepth)
 	}
 	if err := p.expect('{', "an exception object"); err != nil {
 		return nil, err
@@ -1078,8 +1080,8 @@ func (p *jsonParser) attrs(depth int) (Attrs, error) {
 }
 
 func (p *jsonParser) value(v *Value, depth int) error {
-	if depth > MaxValueDepth {
-		return p.fail("value nested deeper than %d", MaxValueDepth)
+	if valueTooDeep(depth) {
+		return p.fail(msgValueTooDeep, MaxValueDepth)
 	}
 	switch c := p.peek(); {
 	case c == '"':

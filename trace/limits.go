@@ -1,9 +1,57 @@
 package trace
 
+// This file owns the two kinds of limits: Limits, what a decoder (chunk
+// payload or Trace JSON) builds from its input, and IngestLimits, the
+// configured per-span limits every ingest path applies before storing.
+
 import (
 	"fmt"
 	"strconv"
 )
+
+// Limits bound what a decoder (chunk payload or Trace JSON) builds from its
+// input. A zero field means the DefaultLimits value.
+type Limits struct {
+	// MaxDepth bounds record nesting (the root record has depth 1), the
+	// length of an exception's cause chain and, in Trace JSON, span nesting.
+	MaxDepth int
+	// MaxStrings bounds the entries of a chunk's string table.
+	MaxStrings int
+	// MaxSpans bounds the spans of one chunk, or of one Trace JSON document
+	// (a span and its nested "spans").
+	MaxSpans int
+	// MaxRecords bounds the records decoded from one chunk, or from one
+	// Trace JSON document.
+	MaxRecords int
+	// MaxStringLen bounds the length in bytes of any one string.
+	MaxStringLen int
+	// MaxLineBytes bounds one line of JSON lines (DecodeJSONLines).
+	MaxLineBytes int
+}
+
+// DefaultLimits returns the limits used when a Limits field is zero. They
+// are what EncodeChunk guarantees its output stays within.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxDepth:     MaxDepth,
+		MaxStrings:   1 << 22,
+		MaxSpans:     1 << 20,
+		MaxRecords:   1 << 24,
+		MaxStringLen: 16 << 20,
+		MaxLineBytes: 64 << 20,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	orDefault(&l.MaxDepth, d.MaxDepth)
+	orDefault(&l.MaxStrings, d.MaxStrings)
+	orDefault(&l.MaxSpans, d.MaxSpans)
+	orDefault(&l.MaxRecords, d.MaxRecords)
+	orDefault(&l.MaxStringLen, d.MaxStringLen)
+	orDefault(&l.MaxLineBytes, d.MaxLineBytes)
+	return l
+}
 
 // IngestLimits are the documented per-span limits of the daemon's [limits]
 // configuration section (max_attrs, max_string_size, max_records_per_span,
@@ -57,19 +105,19 @@ func (e *LimitError) Error() string {
 // withDefaults fills zero fields from DefaultIngestLimits.
 func (l IngestLimits) withDefaults() IngestLimits {
 	d := DefaultIngestLimits()
-	if l.MaxAttrs <= 0 {
-		l.MaxAttrs = d.MaxAttrs
-	}
-	if l.MaxStringSize <= 0 {
-		l.MaxStringSize = d.MaxStringSize
-	}
-	if l.MaxRecordsPerSpan <= 0 {
-		l.MaxRecordsPerSpan = d.MaxRecordsPerSpan
-	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = d.MaxDepth
-	}
+	orDefault(&l.MaxAttrs, d.MaxAttrs)
+	orDefault(&l.MaxStringSize, d.MaxStringSize)
+	orDefault(&l.MaxRecordsPerSpan, d.MaxRecordsPerSpan)
+	orDefault(&l.MaxDepth, d.MaxDepth)
 	return l
+}
+
+// orDefault sets *v to d when *v is zero or negative: the "zero field means
+// the default" rule of both kinds of limits.
+func orDefault(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // CheckSpans checks every span; the error (a *LimitError, wrapped) names the

@@ -14,6 +14,21 @@
 //     non-negative nanoseconds.
 //   - Attrs are kept sorted by key with unique keys (use Attrs.Set / Sort), so
 //     encoding is deterministic and equal spans encode to equal bytes.
+//
+// Files and what each owns:
+//   - trace.go, value.go: the model types and their invariants (Validate);
+//   - walk.go: the rules every walk over a span's tree applies, written
+//     once: depth accounting and bounds (MaxDepth, MaxValueDepth), the
+//     cause chain bound, attribute key order, and the error texts for
+//     their violations;
+//   - limits.go: decoder Limits and the configured IngestLimits;
+//   - codec.go: the chunk payload (CBOR) encoder and decoder, ChunkView;
+//   - json.go: the Trace JSON writer and reader;
+//   - equal.go: Equal and Diff; assemble.go: building span trees.
+//
+// The encoders and decoders of both formats each keep their own walk (the
+// kind switch is the format's byte writing or reading); what the walks check
+// comes from walk.go, so a rule changes in one place.
 package trace
 
 import (
@@ -208,8 +223,8 @@ func (s *Span) Validate() error {
 	}
 	var err error
 	s.Root.Walk(func(r *Record, depth int) bool {
-		if depth > MaxDepth {
-			err = fmt.Errorf("record tree deeper than %d", MaxDepth)
+		if recordTooDeep(depth) {
+			err = fmt.Errorf(msgRecordTooDeep, MaxDepth)
 			return false
 		}
 		if r.DurationNS < 0 {
@@ -227,7 +242,3 @@ func (s *Span) Validate() error {
 	}
 	return nil
 }
-
-// MaxDepth bounds record nesting everywhere (decoders, encoders, JSON), so
-// that hostile input cannot exhaust the stack.
-const MaxDepth = 1000

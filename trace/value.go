@@ -186,17 +186,8 @@ func (a Attrs) Get(key string) (Value, bool) {
 // Sort sorts by key; for duplicate keys the last one wins.
 func (a *Attrs) Sort() {
 	s := *a
-	if sort.SliceIsSorted(s, func(i, j int) bool { return s[i].Key < s[j].Key }) {
-		dedup := true
-		for i := 1; i < len(s); i++ {
-			if s[i].Key == s[i-1].Key {
-				dedup = false
-				break
-			}
-		}
-		if dedup {
-			return
-		}
+	if firstUnsorted(s) < 0 {
+		return
 	}
 	sort.SliceStable(s, func(i, j int) bool { return s[i].Key < s[j].Key })
 	out := s[:0]
@@ -225,8 +216,8 @@ func (a Attrs) Equal(o Attrs) bool {
 
 func (a Attrs) validate() error {
 	for i := range a {
-		if i > 0 && a[i-1].Key >= a[i].Key {
-			return fmt.Errorf("attributes not sorted/unique at %q", a[i].Key)
+		if i > 0 && keyOutOfOrder(a[i-1].Key, a[i].Key) {
+			return fmt.Errorf(msgAttrsUnsorted, a[i].Key)
 		}
 		if err := a[i].Value.validate(1); err != nil {
 			return fmt.Errorf("attribute %q: %w", a[i].Key, err)
@@ -235,12 +226,9 @@ func (a Attrs) validate() error {
 	return nil
 }
 
-// MaxValueDepth bounds nesting of list/map attribute values.
-const MaxValueDepth = 32
-
 func (v Value) validate(depth int) error {
-	if depth > MaxValueDepth {
-		return fmt.Errorf("value nested deeper than %d", MaxValueDepth)
+	if valueTooDeep(depth) {
+		return fmt.Errorf(msgValueTooDeep, MaxValueDepth)
 	}
 	switch v.Kind {
 	case KindList:
@@ -251,8 +239,8 @@ func (v Value) validate(depth int) error {
 		}
 	case KindMap:
 		for i, e := range v.Map {
-			if i > 0 && v.Map[i-1].Key >= e.Key {
-				return fmt.Errorf("map keys not sorted/unique at %q", e.Key)
+			if i > 0 && keyOutOfOrder(v.Map[i-1].Key, e.Key) {
+				return fmt.Errorf(msgMapKeysUnsorted, e.Key)
 			}
 			if err := e.Value.validate(depth + 1); err != nil {
 				return err
@@ -260,7 +248,7 @@ func (v Value) validate(depth int) error {
 		}
 	case KindNull, KindString, KindInt, KindFloat, KindBool:
 	default:
-		return fmt.Errorf("unknown value kind %d", v.Kind)
+		return fmt.Errorf(msgUnknownKind, v.Kind)
 	}
 	return nil
 }
