@@ -653,6 +653,32 @@ func (p *jsonParser) member(first bool) (key []byte, keyAt int, ok bool, err err
 	return key, keyAt, true, nil
 }
 
+// array reads an array (what names it in errors: "an array of spans"), or
+// null as none, calling elem to read each element.
+func (p *jsonParser) array(what string, elem func() error) error {
+	if p.null() {
+		return nil
+	}
+	if err := p.expect('[', what); err != nil {
+		return err
+	}
+	return p.elements(elem)
+}
+
+// elements reads the elements of an array whose '[' was consumed, calling
+// elem to read each, through the closing ']'.
+func (p *jsonParser) elements(elem func() error) error {
+	for first := true; ; first = false {
+		more, err := p.element(first)
+		if err != nil || !more {
+			return err
+		}
+		if err := elem(); err != nil {
+			return err
+		}
+	}
+}
+
 // element advances to the next element of an array whose '[' was consumed;
 // ok=false at the closing ']'.
 func (p *jsonParser) element(first bool) (bool, error) {
@@ -700,7 +726,13 @@ const (
 	jfLine
 )
 
-func seenField(seen *uint32, f int, key []byte, keyAt int, p *jsonParser) error {
+// field accepts member key (at keyAt) of an object as its field number f,
+// which is -1 when key is not a field of that object; seen has the bits of
+// the fields already read. object names the object in errors ("span").
+func (p *jsonParser) field(seen *uint32, f int, key []byte, keyAt int, object string) error {
+	if f < 0 {
+		return p.failAt(keyAt, "unknown %s field %q", object, key)
+	}
 	if *seen&(1<<f) != 0 {
 		return p.failAt(keyAt, "repeated field %q", key)
 	}
@@ -759,10 +791,8 @@ func (p *jsonParser) span(s *Span, depth int) error {
 			f = jfRoot
 		case "spans":
 			f = jfSpans
-		default:
-			return p.failAt(keyAt, "unknown span field %q", key)
 		}
-		if err := seenField(&seen, f, key, keyAt, p); err != nil {
+		if err := p.field(&seen, f, key, keyAt, "span"); err != nil {
 			return err
 		}
 		valAt := p.off
@@ -820,23 +850,14 @@ func (p *jsonParser) span(s *Span, depth int) error {
 				s.Root, err = p.record(1)
 			}
 		case jfSpans:
-			if p.null() {
-				break
-			}
-			if err = p.expect('[', "an array of spans"); err != nil {
-				return err
-			}
-			for first := true; ; first = false {
-				var more bool
-				if more, err = p.element(first); err != nil || !more {
-					break
-				}
+			err = p.array("an array of spans", func() error {
 				c := &Span{}
-				if err = p.span(c, depth+1); err != nil {
-					break
+				if err := p.span(c, depth+1); err != nil {
+					return err
 				}
 				s.Children = append(s.Children, c)
-			}
+				return nil
+			})
 		}
 		if err != nil {
 			return err
@@ -884,10 +905,8 @@ func (p *jsonParser) record(depth int) (*Record, error) {
 			f = jfException
 		case "children":
 			f = jfChildren
-		default:
-			return nil, p.failAt(keyAt, "unknown record field %q", key)
 		}
-		if err := seenField(&seen, f, key, keyAt, p); err != nil {
+		if err := p.field(&seen, f, key, keyAt, "record"); err != nil {
 			return nil, err
 		}
 		switch f {
@@ -910,24 +929,15 @@ func (p *jsonParser) record(depth int) (*Record, error) {
 				r.Exception, err = p.exception(1)
 			}
 		case jfChildren:
-			if p.null() {
-				break
-			}
-			if err = p.expect('[', "an array of records"); err != nil {
-				return nil, err
-			}
 			base := len(p.kids)
-			for first := true; ; first = false {
-				var more bool
-				if more, err = p.element(first); err != nil || !more {
-					break
-				}
-				var c *Record
-				if c, err = p.record(depth + 1); err != nil {
-					break
+			err = p.array("an array of records", func() error {
+				c, err := p.record(depth + 1)
+				if err != nil {
+					return err
 				}
 				p.kids = append(p.kids, c)
-			}
+				return nil
+			})
 			if n := len(p.kids) - base; n > 0 && err == nil {
 				r.Children = append(make([]*Record, 0, n), p.kids[base:]...)
 			}
@@ -967,10 +977,8 @@ func (p *jsonParser) exception(depth int) (*Exception, error) {
 			f = jfStack
 		case "cause":
 			f = jfCause
-		default:
-			return nil, p.failAt(keyAt, "unknown exception field %q", key)
 		}
-		if err := seenField(&seen, f, key, keyAt, p); err != nil {
+		if err := p.field(&seen, f, key, keyAt, "exception"); err != nil {
 			return nil, err
 		}
 		switch f {
@@ -983,23 +991,14 @@ func (p *jsonParser) exception(depth int) (*Exception, error) {
 				x.Cause, err = p.exception(depth + 1)
 			}
 		case jfStack:
-			if p.null() {
-				break
-			}
-			if err = p.expect('[', "an array of stack frames"); err != nil {
-				return nil, err
-			}
-			for first := true; ; first = false {
-				var more bool
-				if more, err = p.element(first); err != nil || !more {
-					break
-				}
-				var fr StackFrame
-				if fr, err = p.frame(); err != nil {
-					break
+			err = p.array("an array of stack frames", func() error {
+				fr, err := p.frame()
+				if err != nil {
+					return err
 				}
 				x.Stack = append(x.Stack, fr)
-			}
+				return nil
+			})
 		}
 		if err != nil {
 			return nil, err
@@ -1031,10 +1030,8 @@ func (p *jsonParser) frame() (StackFrame, error) {
 			f = jfFile
 		case "line":
 			f = jfLine
-		default:
-			return fr, p.failAt(keyAt, "unknown stack frame field %q", key)
 		}
-		if err := seenField(&seen, f, key, keyAt, p); err != nil {
+		if err := p.field(&seen, f, key, keyAt, "stack frame"); err != nil {
 			return fr, err
 		}
 		switch f {
@@ -1103,18 +1100,11 @@ func (p *jsonParser) value(v *Value, depth int) error {
 	case c == '[':
 		p.off++
 		var list []Value
-		for first := true; ; first = false {
-			more, err := p.element(first)
-			if err != nil {
-				return err
-			}
-			if !more {
-				break
-			}
+		if err := p.elements(func() error {
 			list = append(list, Value{})
-			if err := p.value(&list[len(list)-1], depth+1); err != nil {
-				return err
-			}
+			return p.value(&list[len(list)-1], depth+1)
+		}); err != nil {
+			return err
 		}
 		*v = Value{Kind: KindList, List: list}
 		return nil
