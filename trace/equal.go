@@ -7,9 +7,11 @@ import (
 	"strings"
 )
 
-// Deep equality of spans, records and exceptions, with Diff naming the first
-// difference for test failures. Floats compare as Value.Equal does (NaN
-// equals NaN); nil and empty slices are equal; child spans are compared.
+// This file owns deep equality: one walk (diff*) serves Span, Record,
+// Exception, Attrs and Value Equal, and Diff, which names the first
+// difference for test failures. Floats compare with NaN equal to NaN
+// (scalarEqual in value.go); nil and empty slices are equal; child spans are
+// compared.
 
 // Equal reports whether s and o hold the same span, including root record
 // tree and child spans. Two nil spans are equal.
@@ -225,7 +227,7 @@ func diffValue(a, b Value) *difference {
 	case KindMap:
 		return diffAttrs(a.Map, b.Map)
 	}
-	if !a.Equal(b) {
+	if !scalarEqual(&a, &b) {
 		return differ("%s != %s", describeValue(a), describeValue(b))
 	}
 	return nil

@@ -119,11 +119,13 @@ func (v Value) Text() string {
 	return ""
 }
 
-// Equal reports deep equality (NaN equals NaN, so round trips compare equal).
-func (v Value) Equal(o Value) bool {
-	if v.Kind != o.Kind {
-		return false
-	}
+// Equal reports deep equality (NaN equals NaN, so round trips compare
+// equal). It is Diff's walk (equal.go) finding no difference.
+func (v Value) Equal(o Value) bool { return diffValue(v, o) == nil }
+
+// scalarEqual reports whether two values of one scalar kind are equal; it
+// is false for lists, maps and unknown kinds, which diffValue walks.
+func scalarEqual(v, o *Value) bool {
 	switch v.Kind {
 	case KindNull:
 		return true
@@ -135,18 +137,6 @@ func (v Value) Equal(o Value) bool {
 		return v.Float == o.Float || (math.IsNaN(v.Float) && math.IsNaN(o.Float))
 	case KindBool:
 		return v.Bool == o.Bool
-	case KindList:
-		if len(v.List) != len(o.List) {
-			return false
-		}
-		for i := range v.List {
-			if !v.List[i].Equal(o.List[i]) {
-				return false
-			}
-		}
-		return true
-	case KindMap:
-		return v.Map.Equal(o.Map)
 	}
 	return false
 }
@@ -202,17 +192,7 @@ func (a *Attrs) Sort() {
 }
 
 // Equal reports whether both hold the same pairs in the same order.
-func (a Attrs) Equal(o Attrs) bool {
-	if len(a) != len(o) {
-		return false
-	}
-	for i := range a {
-		if a[i].Key != o[i].Key || !a[i].Value.Equal(o[i].Value) {
-			return false
-		}
-	}
-	return true
-}
+func (a Attrs) Equal(o Attrs) bool { return diffAttrs(a, o) == nil }
 
 func (a Attrs) validate() error {
 	for i := range a {
