@@ -1317,24 +1317,34 @@ func (d *chunkDecoder) newRecord(at int) (*Record, error) {
 	return r, nil
 }
 
+// recordHead reads what starts every record (a span's or a child's) after
+// its tag 8 (at offset at): the element array's head and the info map's tag
+// and head. It returns the element count, where the info map starts and its
+// pair count; what and mapWhat name the record and its info map in errors.
+func (d *chunkDecoder) recordHead(at int, what, mapWhat string) (elems, mapAt, pairs int, err error) {
+	if elems, err = d.length(majorArray, 1, what); err != nil {
+		return 0, 0, 0, err
+	}
+	if elems < 1 {
+		return 0, 0, 0, d.corrupt(at, "%s: empty, want an info map first", what)
+	}
+	if err = d.expectTag(tagInfo, mapWhat); err != nil {
+		return 0, 0, 0, err
+	}
+	mapAt = d.off
+	if pairs, err = d.length(majorMap, 2, mapWhat); err != nil {
+		return 0, 0, 0, err
+	}
+	return elems, mapAt, pairs, nil
+}
+
 // span decodes one span record.
 func (d *chunkDecoder) span() (*Span, error) {
 	start := d.off
 	if err := d.expectTag(tagRecord, "span record"); err != nil {
 		return nil, err
 	}
-	elems, err := d.length(majorArray, 1, "span record")
-	if err != nil {
-		return nil, err
-	}
-	if elems < 1 {
-		return nil, d.corrupt(start, "span record: empty, want an info map first")
-	}
-	if err := d.expectTag(tagInfo, "span info map"); err != nil {
-		return nil, err
-	}
-	mapAt := d.off
-	pairs, err := d.length(majorMap, 2, "span info map")
+	elems, mapAt, pairs, err := d.recordHead(start, "span record", "span info map")
 	if err != nil {
 		return nil, err
 	}
@@ -1543,18 +1553,7 @@ func (d *chunkDecoder) record(at int, depth int) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	elems, err := d.length(majorArray, 1, "record")
-	if err != nil {
-		return nil, err
-	}
-	if elems < 1 {
-		return nil, d.corrupt(at, "record: empty, want an info map first")
-	}
-	if err := d.expectTag(tagInfo, "record info map"); err != nil {
-		return nil, err
-	}
-	mapAt := d.off
-	pairs, err := d.length(majorMap, 2, "record info map")
+	elems, mapAt, pairs, err := d.recordHead(at, "record", "record info map")
 	if err != nil {
 		return nil, err
 	}
