@@ -276,30 +276,15 @@ func (e *chunkEncoder) appendSpan(b []byte, s *Span) []byte {
 		b = appendHead(append(b, keyChunkNum), majorUint, uint64(s.ChunkNum))
 		pairs++
 	}
-	if ms := floorMillis(s.StartNS); ms != 0 {
-		b = appendInt(append(b, keyTimestampMS), ms)
-		pairs++
-	}
-	if s.DurationNS != 0 {
-		b = appendInt(append(b, keyDuration), s.DurationNS)
-		pairs++
-	}
+	b = appendIntPair(b, keyTimestampMS, floorMillis(s.StartNS), &pairs)
+	b = appendIntPair(b, keyDuration, s.DurationNS, &pairs)
 	if s.Type != "" {
 		b = e.appendRef(append(b, keyType), s.Type)
 		pairs++
 	}
-	if s.Recs != 0 {
-		b = appendInt(append(b, keyRecs), s.Recs)
-		pairs++
-	}
-	if s.Calls != 0 {
-		b = appendInt(append(b, keyCalls), s.Calls)
-		pairs++
-	}
-	if s.Errors != 0 {
-		b = appendInt(append(b, keyErrors), s.Errors)
-		pairs++
-	}
+	b = appendIntPair(b, keyRecs, s.Recs, &pairs)
+	b = appendIntPair(b, keyCalls, s.Calls, &pairs)
+	b = appendIntPair(b, keyErrors, s.Errors, &pairs)
 	var flags uint64
 	if s.Error {
 		flags |= flagError
@@ -311,10 +296,7 @@ func (e *chunkEncoder) appendSpan(b []byte, s *Span) []byte {
 		b = append(b, keyFlags, byte(flags))
 		pairs++
 	}
-	if s.StartNS != 0 {
-		b = appendInt(append(b, keyStart), s.StartNS)
-		pairs++
-	}
+	b = appendIntPair(b, keyStart, s.StartNS, &pairs)
 	if r != nil {
 		b = e.appendRef(append(b, keyMethod), r.Method)
 		pairs++
@@ -332,10 +314,7 @@ func (e *chunkEncoder) appendSpan(b []byte, s *Span) []byte {
 		pairs++
 	}
 	if r != nil {
-		if r.StartNS != 0 {
-			b = appendInt(append(b, keyRootStart), r.StartNS)
-			pairs++
-		}
+		b = appendIntPair(b, keyRootStart, r.StartNS, &pairs)
 		if r.DurationNS != s.DurationNS {
 			b = appendInt(append(b, keyRootDuration), r.DurationNS)
 			pairs++
@@ -400,26 +379,14 @@ func (e *chunkEncoder) appendChild(b []byte, r *Record, depth int) []byte {
 	b = append(b, majorTag|tagInfo, 0)
 	mapAt := len(b) - 1
 	pairs := 1 // METHOD
-	if r.DurationNS != 0 {
-		b = appendInt(append(b, keyDuration), r.DurationNS)
-		pairs++
-	}
-	if r.Calls != 0 {
-		b = appendInt(append(b, keyCalls), r.Calls)
-		pairs++
-	}
-	if r.Errors != 0 {
-		b = appendInt(append(b, keyErrors), r.Errors)
-		pairs++
-	}
+	b = appendIntPair(b, keyDuration, r.DurationNS, &pairs)
+	b = appendIntPair(b, keyCalls, r.Calls, &pairs)
+	b = appendIntPair(b, keyErrors, r.Errors, &pairs)
 	if r.Open {
 		b = append(b, keyFlags, flagOpen)
 		pairs++
 	}
-	if r.StartNS != 0 {
-		b = appendInt(append(b, keyStart), r.StartNS)
-		pairs++
-	}
+	b = appendIntPair(b, keyStart, r.StartNS, &pairs)
 	b = e.appendRef(append(b, keyMethod), r.Method)
 	b[mapAt] = majorMap | byte(pairs)
 	return e.appendRecordTail(b, r, depth)
@@ -519,6 +486,16 @@ func appendHead(b []byte, major byte, n uint64) []byte {
 		return append(b, major|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	return binary.BigEndian.AppendUint64(append(b, major|27), n)
+}
+
+// appendIntPair appends the info map pair key → v, counting it in pairs,
+// unless v is zero (an absent int key means 0).
+func appendIntPair(b []byte, key byte, v int64, pairs *int) []byte {
+	if v != 0 {
+		b = appendInt(append(b, key), v)
+		*pairs++
+	}
+	return b
 }
 
 func appendInt(b []byte, v int64) []byte {
