@@ -225,6 +225,24 @@ func access(cfg config.Config) server.Access {
 	return a
 }
 
+// daemonGCPercent is the garbage collector's target (GOGC) of the daemon
+// unless the GOGC environment variable sets one. At Go's default of 100 the
+// collector (marking and sweeping) took ~7% of the daemon's CPU under OTLP
+// ingest, whose heap is mostly short-lived request and chunk buffers; at 200
+// it runs half as often, for ~0.5 µs less CPU per OTLP span and ~30% more
+// peak RSS (~130 -> ~170 MB). memory_budget is the runtime's soft memory
+// limit, so as the heap nears it the collector runs as often as it must
+// whatever this target.
+const daemonGCPercent = 200
+
+// daemonGC sets the collector's target to daemonGCPercent unless
+// getenv("GOGC") is set (the runtime has then applied it already).
+func daemonGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(daemonGCPercent)
+	}
+}
+
 // pprofRoutes serve net/http/pprof behind the admin access check (the
 // peers that may write).
 func pprofRoutes() []server.Route {
@@ -283,6 +301,7 @@ func (d *daemonState) serve() error {
 	// stores).
 	d.budget = membudget.New(int64(d.cfg.Limits.MemoryBudget))
 	debug.SetMemoryLimit(int64(d.cfg.Limits.MemoryBudget))
+	daemonGC(os.Getenv)
 	baseline := heldMemory()
 	d.budget.Reserve(baseline)
 	d.log.Info("memory budget", "memory_budget", int64(d.cfg.Limits.MemoryBudget), "baseline", baseline)
