@@ -726,18 +726,97 @@ const (
 	jfLine
 )
 
-// field accepts member key (at keyAt) of an object as its field number f,
-// which is -1 when key is not a field of that object; seen has the bits of
-// the fields already read. object names the object in errors ("span").
-func (p *jsonParser) field(seen *uint32, f int, key []byte, keyAt int, object string) error {
-	if f < 0 {
-		return p.failAt(keyAt, "unknown %s field %q", object, key)
+// The fields of each object, as masks of field numbers.
+const (
+	spanFields = 1<<jfTraceID |
+		1<<jfSpanID | 1<<jfParentID | 1<<jfType | 1<<jfStart | 1<<jfDuration |
+		1<<jfCalls | 1<<jfErrors | 1<<jfRecs | 1<<jfError | 1<<jfSource |
+		1<<jfChunkNum | 1<<jfAttrs | 1<<jfRoot | 1<<jfSpans
+	recordFields = 1<<jfMethod |
+		1<<jfStart | 1<<jfDuration | 1<<jfCalls | 1<<jfErrors | 1<<jfOpen |
+		1<<jfAttrs | 1<<jfException | 1<<jfChildren
+	exceptionFields = 1<<jfClass |
+		1<<jfMessage | 1<<jfStack | 1<<jfCause
+	frameFields = 1<<jfClass |
+		1<<jfMethod | 1<<jfFile | 1<<jfLine
+)
+
+// jsonField returns the field number of key in any Trace JSON object, or
+// -1 when no object has that field.
+func jsonField(key []byte) int {
+	switch string(key) {
+	case "trace_id":
+		return jfTraceID
+	case "span_id":
+		return jfSpanID
+	case "parent_id":
+		return jfParentID
+	case "type":
+		return jfType
+	case "start_ns":
+		return jfStart
+	case "duration_ns":
+		return jfDuration
+	case "calls":
+		return jfCalls
+	case "errors":
+		return jfErrors
+	case "recs":
+		return jfRecs
+	case "error":
+		return jfError
+	case "source":
+		return jfSource
+	case "chunk_num":
+		return jfChunkNum
+	case "attrs":
+		return jfAttrs
+	case "root":
+		return jfRoot
+	case "spans":
+		return jfSpans
+	case "method":
+		return jfMethod
+	case "open":
+		return jfOpen
+	case "exception":
+		return jfException
+	case "children":
+		return jfChildren
+	case "class":
+		return jfClass
+	case "message":
+		return jfMessage
+	case "stack":
+		return jfStack
+	case "cause":
+		return jfCause
+	case "file":
+		return jfFile
+	case "line":
+		return jfLine
+	}
+	return -1
+}
+
+// nextField reads the next member key of an object whose '{' was consumed
+// and returns its field number; ok is false at the closing '}'. fields
+// are the object's fields, seen has the bits of those already read (a key
+// read twice is an error), object names it in errors ("span").
+func (p *jsonParser) nextField(first bool, seen *uint32, fields uint32, object string) (f int, ok bool, err error) {
+	key, keyAt, ok, err := p.member(first)
+	if err != nil || !ok {
+		return -1, false, err
+	}
+	f = jsonField(key)
+	if f < 0 || fields&(1<<f) == 0 {
+		return -1, false, p.failAt(keyAt, "unknown %s field %q", object, key)
 	}
 	if *seen&(1<<f) != 0 {
-		return p.failAt(keyAt, "repeated field %q", key)
+		return -1, false, p.failAt(keyAt, "repeated field %q", key)
 	}
 	*seen |= 1 << f
-	return nil
+	return f, true, nil
 }
 
 func (p *jsonParser) span(s *Span, depth int) error {
@@ -752,48 +831,12 @@ func (p *jsonParser) span(s *Span, depth int) error {
 	}
 	var seen uint32
 	for first := true; ; first = false {
-		key, keyAt, ok, err := p.member(first)
+		f, ok, err := p.nextField(first, &seen, spanFields, "span")
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return nil
-		}
-		f := -1
-		switch string(key) {
-		case "trace_id":
-			f = jfTraceID
-		case "span_id":
-			f = jfSpanID
-		case "parent_id":
-			f = jfParentID
-		case "type":
-			f = jfType
-		case "start_ns":
-			f = jfStart
-		case "duration_ns":
-			f = jfDuration
-		case "calls":
-			f = jfCalls
-		case "errors":
-			f = jfErrors
-		case "recs":
-			f = jfRecs
-		case "error":
-			f = jfError
-		case "source":
-			f = jfSource
-		case "chunk_num":
-			f = jfChunkNum
-		case "attrs":
-			f = jfAttrs
-		case "root":
-			f = jfRoot
-		case "spans":
-			f = jfSpans
-		}
-		if err := p.field(&seen, f, key, keyAt, "span"); err != nil {
-			return err
 		}
 		valAt := p.off
 		switch f {
@@ -878,36 +921,12 @@ func (p *jsonParser) record(depth int) (*Record, error) {
 	r := p.newRecord()
 	var seen uint32
 	for first := true; ; first = false {
-		key, keyAt, ok, err := p.member(first)
+		f, ok, err := p.nextField(first, &seen, recordFields, "record")
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return r, nil
-		}
-		f := -1
-		switch string(key) {
-		case "method":
-			f = jfMethod
-		case "start_ns":
-			f = jfStart
-		case "duration_ns":
-			f = jfDuration
-		case "calls":
-			f = jfCalls
-		case "errors":
-			f = jfErrors
-		case "open":
-			f = jfOpen
-		case "attrs":
-			f = jfAttrs
-		case "exception":
-			f = jfException
-		case "children":
-			f = jfChildren
-		}
-		if err := p.field(&seen, f, key, keyAt, "record"); err != nil {
-			return nil, err
 		}
 		switch f {
 		case jfMethod:
@@ -960,26 +979,12 @@ func (p *jsonParser) exception(depth int) (*Exception, error) {
 	x := &Exception{}
 	var seen uint32
 	for first := true; ; first = false {
-		key, keyAt, ok, err := p.member(first)
+		f, ok, err := p.nextField(first, &seen, exceptionFields, "exception")
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return x, nil
-		}
-		f := -1
-		switch string(key) {
-		case "class":
-			f = jfClass
-		case "message":
-			f = jfMessage
-		case "stack":
-			f = jfStack
-		case "cause":
-			f = jfCause
-		}
-		if err := p.field(&seen, f, key, keyAt, "exception"); err != nil {
-			return nil, err
 		}
 		switch f {
 		case jfClass:
@@ -1013,26 +1018,12 @@ func (p *jsonParser) frame() (StackFrame, error) {
 	}
 	var seen uint32
 	for first := true; ; first = false {
-		key, keyAt, ok, err := p.member(first)
+		f, ok, err := p.nextField(first, &seen, frameFields, "stack frame")
 		if err != nil {
 			return fr, err
 		}
 		if !ok {
 			return fr, nil
-		}
-		f := -1
-		switch string(key) {
-		case "class":
-			f = jfClass
-		case "method":
-			f = jfMethod
-		case "file":
-			f = jfFile
-		case "line":
-			f = jfLine
-		}
-		if err := p.field(&seen, f, key, keyAt, "stack frame"); err != nil {
-			return fr, err
 		}
 		switch f {
 		case jfClass:
