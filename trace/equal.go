@@ -79,14 +79,12 @@ func diffSpan(a, b *Span) *difference {
 		return differ("%q != %q", a.ParentID, b.ParentID).at(diffField("parent_id"))
 	case a.Type != b.Type:
 		return differ("%q != %q", a.Type, b.Type).at(diffField("type"))
-	case a.StartNS != b.StartNS:
-		return differ("%d != %d", a.StartNS, b.StartNS).at(diffField("start_ns"))
-	case a.DurationNS != b.DurationNS:
-		return differ("%d != %d", a.DurationNS, b.DurationNS).at(diffField("duration_ns"))
-	case a.Calls != b.Calls:
-		return differ("%d != %d", a.Calls, b.Calls).at(diffField("calls"))
-	case a.Errors != b.Errors:
-		return differ("%d != %d", a.Errors, b.Errors).at(diffField("errors"))
+	}
+	if d := diffCounts([...]int64{a.StartNS, a.DurationNS, a.Calls, a.Errors},
+		[...]int64{b.StartNS, b.DurationNS, b.Calls, b.Errors}); d != nil {
+		return d
+	}
+	switch {
 	case a.Recs != b.Recs:
 		return differ("%d != %d", a.Recs, b.Recs).at(diffField("recs"))
 	case a.Error != b.Error:
@@ -126,14 +124,12 @@ func diffRecord(a, b *Record, depth int) *difference {
 	switch {
 	case a.Method != b.Method:
 		return differ("%q != %q", a.Method, b.Method).at(diffField("method"))
-	case a.StartNS != b.StartNS:
-		return differ("%d != %d", a.StartNS, b.StartNS).at(diffField("start_ns"))
-	case a.DurationNS != b.DurationNS:
-		return differ("%d != %d", a.DurationNS, b.DurationNS).at(diffField("duration_ns"))
-	case a.Calls != b.Calls:
-		return differ("%d != %d", a.Calls, b.Calls).at(diffField("calls"))
-	case a.Errors != b.Errors:
-		return differ("%d != %d", a.Errors, b.Errors).at(diffField("errors"))
+	}
+	if d := diffCounts([...]int64{a.StartNS, a.DurationNS, a.Calls, a.Errors},
+		[...]int64{b.StartNS, b.DurationNS, b.Calls, b.Errors}); d != nil {
+		return d
+	}
+	switch {
 	case a.Open != b.Open:
 		return differ("%t != %t", a.Open, b.Open).at(diffField("open"))
 	}
@@ -149,6 +145,20 @@ func diffRecord(a, b *Record, depth int) *difference {
 	for i := range a.Children {
 		if d := diffRecord(a.Children[i], b.Children[i], depth+1); d != nil {
 			return d.at(diffIndex(i)).at(diffField("children"))
+		}
+	}
+	return nil
+}
+
+// countFields names the times and counts spans and records both have, in
+// the order Trace JSON writes them.
+var countFields = [...]string{"start_ns", "duration_ns", "calls", "errors"}
+
+// diffCounts compares a span's or record's countFields values.
+func diffCounts(a, b [len(countFields)]int64) *difference {
+	for i := range a {
+		if a[i] != b[i] {
+			return differ("%d != %d", a[i], b[i]).at(diffField(countFields[i]))
 		}
 	}
 	return nil
