@@ -97,7 +97,7 @@ bench-micro: build
 BENCH_LARGE_ARGS ?=
 bench-large: build
 	GO=$(GO) BIN=$(BIN) BENCH_MICRO=0 BENCH_SPANS=10000000 BENCH_OUT=bench-out/large \
-		BENCH_ARGS="--other-format-spans -1 --unbatched-for -1 --space-spans -1 $(BENCH_LARGE_ARGS)" sh scripts/bench.sh
+		BENCH_ARGS="--other-format-spans -1 --unbatched-for -1s --otlp-for -1s --space-spans -1 $(BENCH_LARGE_ARGS)" sh scripts/bench.sh
 
 # soak runs the kill -9 crash loop SOAK_ITER times (make test runs 20), the
 # kill -9 loop of a daemon uploading to versitygw TIERING_CRASHES times

@@ -92,5 +92,10 @@ if [ "$MICRO" = only ]; then
 fi
 
 echo "== ztsctl bench --spans $SPANS $ARGS -> $OUT/table.txt, $OUT/bench.json" >&2
+# Not piped into tee: sh would report tee's status, and a failed bench
+# would end make bench with status 0.
+status=0
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
-"$BIN/ztsctl" bench --ztsd "$BIN/ztsd" --spans "$SPANS" --json-out "$OUT/bench.json" $ARGS | tee "$OUT/table.txt"
+"$BIN/ztsctl" bench --ztsd "$BIN/ztsd" --spans "$SPANS" --json-out "$OUT/bench.json" $ARGS >"$OUT/table.txt" || status=$?
+cat "$OUT/table.txt"
+exit "$status"
