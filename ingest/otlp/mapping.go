@@ -209,35 +209,44 @@ func (m *mapper) scopeAttrs(ss *tracepb.ScopeSpans, resource trace.Attrs) (trace
 	return sortAttrs(shared), nil
 }
 
+// setSpanIdentity sets s's ids and times from an OTLP span's fields, or
+// says why the span cannot be stored: the one check both mappers (wire
+// bytes and the protobuf types OTLP JSON is read into) apply.
+func setSpanIdentity(s *trace.Span, trace16, span8, parent []byte, start, end uint64) error {
+	var err error
+	if s.TraceID, err = traceID(trace16); err != nil {
+		return err
+	}
+	if len(span8) != 8 {
+		return fmt.Errorf("span id has %d bytes, want 8", len(span8))
+	}
+	if s.SpanID, err = spanID("span id", span8); err != nil {
+		return err
+	}
+	if s.SpanID == 0 {
+		return errors.New("span id is all zeroes")
+	}
+	if s.ParentID, err = spanID("parent span id", parent); err != nil {
+		return err
+	}
+	switch {
+	case start > math.MaxInt64:
+		return fmt.Errorf("start time %d beyond the year 2262", start)
+	case end > math.MaxInt64:
+		return fmt.Errorf("end time %d beyond the year 2262", end)
+	case end < start:
+		return fmt.Errorf("end time %d before start time %d", end, start)
+	}
+	s.StartNS, s.DurationNS = int64(start), int64(end-start)
+	return nil
+}
+
 // span maps one OTLP span; shared holds the resource and scope attributes.
 func (m *mapper) span(ps *tracepb.Span, shared trace.Attrs) (*trace.Span, error) {
 	s := &trace.Span{Source: trace.SourceOTLP}
-	var err error
-	if s.TraceID, err = traceID(ps.GetTraceId()); err != nil {
+	if err := setSpanIdentity(s, ps.GetTraceId(), ps.GetSpanId(), ps.GetParentSpanId(), ps.GetStartTimeUnixNano(), ps.GetEndTimeUnixNano()); err != nil {
 		return nil, err
 	}
-	if n := len(ps.GetSpanId()); n != 8 {
-		return nil, fmt.Errorf("span id has %d bytes, want 8", n)
-	}
-	if s.SpanID, err = spanID("span id", ps.GetSpanId()); err != nil {
-		return nil, err
-	}
-	if s.SpanID == 0 {
-		return nil, errors.New("span id is all zeroes")
-	}
-	if s.ParentID, err = spanID("parent span id", ps.GetParentSpanId()); err != nil {
-		return nil, err
-	}
-	start, end := ps.GetStartTimeUnixNano(), ps.GetEndTimeUnixNano()
-	switch {
-	case start > math.MaxInt64:
-		return nil, fmt.Errorf("start time %d beyond the year 2262", start)
-	case end > math.MaxInt64:
-		return nil, fmt.Errorf("end time %d beyond the year 2262", end)
-	case end < start:
-		return nil, fmt.Errorf("end time %d before start time %d", end, start)
-	}
-	s.StartNS, s.DurationNS = int64(start), int64(end-start)
 	if err := m.checkString("span name", ps.GetName()); err != nil {
 		return nil, err
 	}

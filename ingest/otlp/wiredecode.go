@@ -472,32 +472,9 @@ func (d *wireDecoder) span(b wireBytes, shared trace.Attrs) (*trace.Span, error)
 	s := &d.spanBlock[0]
 	d.spanBlock = d.spanBlock[1:]
 	*s = trace.Span{Source: trace.SourceOTLP}
-	var err error
-	if s.TraceID, err = traceID(d.bytes(ps.traceID)); err != nil {
+	if err := setSpanIdentity(s, d.bytes(ps.traceID), d.bytes(ps.spanID), d.bytes(ps.parentID), ps.start, ps.end); err != nil {
 		return nil, err
 	}
-	if ps.spanID.n != 8 {
-		return nil, fmt.Errorf("span id has %d bytes, want 8", ps.spanID.n)
-	}
-	if s.SpanID, err = spanID("span id", d.bytes(ps.spanID)); err != nil {
-		return nil, err
-	}
-	if s.SpanID == 0 {
-		return nil, errors.New("span id is all zeroes")
-	}
-	if s.ParentID, err = spanID("parent span id", d.bytes(ps.parentID)); err != nil {
-		return nil, err
-	}
-	start, end := ps.start, ps.end
-	switch {
-	case start > math.MaxInt64:
-		return nil, fmt.Errorf("start time %d beyond the year 2262", start)
-	case end > math.MaxInt64:
-		return nil, fmt.Errorf("end time %d beyond the year 2262", end)
-	case end < start:
-		return nil, fmt.Errorf("end time %d before start time %d", end, start)
-	}
-	s.StartNS, s.DurationNS = int64(start), int64(end-start)
 	name := d.str(ps.name)
 	if err := d.checkString("span name", name); err != nil {
 		return nil, err
