@@ -51,6 +51,24 @@ func (ix *Index) TraceIDs(ctx context.Context, fn func(id [16]byte)) error {
 // directory costs a sequential read of the index, not a point lookup per
 // trace. It stops at fn's first error, or early with ctx's error.
 func (ix *Index) TraceChunks(ctx context.Context, fn func(id [16]byte, offs []int64) error) error {
+	var offs []int64
+	return ix.scanTraces(ctx, "trace chunks", func(id [16]byte, recs []traceRec) error {
+		recs = currentRecords(recs)
+		offs = offs[:0]
+		for _, r := range recs {
+			offs = append(offs, r.ref.Loc.ChunkOffset)
+		}
+		slices.Sort(offs)
+		return fn(id, slices.Compact(offs))
+	})
+}
+
+// scanTraces calls fn with every trace's decoded entries (all of them,
+// superseded ones included; recs is reused after fn returns), in trace-id
+// order, from one iterator over the trace keys. A malformed key or value
+// is an ErrCorrupt error naming the index and what; op names the caller
+// in other errors. It checks ctx every 1024 traces.
+func (ix *Index) scanTraces(ctx context.Context, op string, fn func(id [16]byte, recs []traceRec) error) error {
 	if err := ix.acquire(); err != nil {
 		return err
 	}
@@ -58,11 +76,10 @@ func (ix *Index) TraceChunks(ctx context.Context, fn func(id [16]byte, offs []in
 	lower := []byte{prefixTrace}
 	iter, err := ix.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
 	if err != nil {
-		return fmt.Errorf("index %s: %w", ix.dir, err)
+		return fmt.Errorf("index %s: %s: %w", ix.dir, op, err)
 	}
 	defer iter.Close()
 	var recs []traceRec
-	var offs []int64
 	n := 0
 	for iter.First(); iter.Valid(); iter.Next() {
 		if n++; n%1024 == 0 {
@@ -71,8 +88,8 @@ func (ix *Index) TraceChunks(ctx context.Context, fn func(id [16]byte, offs []in
 			}
 		}
 		k := iter.Key()
-		if len(k) != 17 {
-			return fmt.Errorf("index %s: %w", ix.dir, corruptf("trace key of %d bytes", len(k)))
+		if len(k) != 1+16 {
+			return fmt.Errorf("index %s: %w", ix.dir, corruptf("trace key %x: want 17 bytes", k))
 		}
 		var id [16]byte
 		copy(id[:], k[1:])
@@ -83,18 +100,12 @@ func (ix *Index) TraceChunks(ctx context.Context, fn func(id [16]byte, offs []in
 		if recs, err = decodeTraceValue(v, id, recs[:0]); err != nil {
 			return fmt.Errorf("index %s: %w", ix.dir, err)
 		}
-		recs = currentRecords(recs)
-		offs = offs[:0]
-		for _, r := range recs {
-			offs = append(offs, r.ref.Loc.ChunkOffset)
-		}
-		slices.Sort(offs)
-		if err := fn(id, slices.Compact(offs)); err != nil {
+		if err := fn(id, recs); err != nil {
 			return err
 		}
 	}
 	if err := iter.Error(); err != nil {
-		return fmt.Errorf("index %s: %w", ix.dir, err)
+		return fmt.Errorf("index %s: %s: %w", ix.dir, op, err)
 	}
 	return nil
 }

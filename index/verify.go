@@ -1,6 +1,7 @@
 package index
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/cockroachdb/pebble"
@@ -15,42 +16,14 @@ import (
 // chunk superseded (TraceSpans hides those). It stops at the first error fn
 // returns and returns it.
 func (ix *Index) Entries(fn func(SpanRef) error) error {
-	if err := ix.acquire(); err != nil {
-		return err
-	}
-	defer ix.release()
-	lower := []byte{prefixTrace}
-	iter, err := ix.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
-	if err != nil {
-		return fmt.Errorf("index %s: entries: %w", ix.dir, err)
-	}
-	defer iter.Close()
-	var recs []traceRec
-	for iter.First(); iter.Valid(); iter.Next() {
-		k := iter.Key()
-		if len(k) != 1+16 {
-			return fmt.Errorf("index %s: %w", ix.dir, corruptf("trace key %x: want 17 bytes", k))
-		}
-		var id [16]byte
-		copy(id[:], k[1:])
-		v, err := iter.ValueAndErr()
-		if err != nil {
-			return fmt.Errorf("index %s: trace %x: %w", ix.dir, id, err)
-		}
-		recs, err = decodeTraceValue(v, id, recs[:0])
-		if err != nil {
-			return fmt.Errorf("index %s: %w", ix.dir, err)
-		}
+	return ix.scanTraces(context.Background(), "entries", func(_ [16]byte, recs []traceRec) error {
 		for i := range recs {
 			if err := fn(recs[i].ref); err != nil {
 				return err
 			}
 		}
-	}
-	if err := iter.Error(); err != nil {
-		return fmt.Errorf("index %s: entries: %w", ix.dir, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // CheckIntegrity reads every key and value of the index (which verifies
