@@ -100,12 +100,13 @@ func (ix *Index) writerLookup(s string, count uint64) (uint64, bool, error) {
 	return id, ok, nil
 }
 
-type gramKey struct {
-	gram  uint32 // 3 bytes, or longMarker for the long-string list
-	block uint64
-}
-
-const longMarker = math.MaxUint32
+// A trigram posting in Commit is one word: the trigram in the top
+// gramBits bits and the string's id below them (so ids must stay below
+// 1<<idBits, which is 2^40: a trillion distinct strings).
+const (
+	gramBits = 24
+	idBits   = 64 - gramBits
+)
 
 // Commit writes the batch's new strings, their trigram postings and the
 // watermark atomically (without syncing).
@@ -131,36 +132,67 @@ func (b *Batch) Commit() error {
 	}
 
 	var wb kv.Batch
-	lists := make(map[gramKey][]uint32)
+	// Two keys per string plus about one posting list per ten strings.
+	var strBytes, maxPosts int
+	for _, s := range b.order {
+		strBytes += len(s)
+		if len(s) <= maxTrigramBytes {
+			maxPosts += max(len(s)-2, 0) // ToLower may change the length; this only sizes a slice
+		}
+	}
+	wb.Grow(2*len(b.order)+len(b.order)/10+1, 2*strBytes+24*len(b.order))
 	var key, val []byte
 	var grams []uint32
+	// Trigram postings as words (trigram, id), and the long strings' ids,
+	// both in id order.
+	posts := make([]uint64, 0, maxPosts)
+	var longIDs []uint64
 	for i, s := range b.order {
 		id := b.base + uint64(i) + 1
+		if id >= 1<<idBits {
+			return fmt.Errorf("text index %s: commit: text id %d exceeds 2^%d", ix.dir, id, idBits)
+		}
 		key = stringKey(key[:0], s)
 		wb.Set(key, binary.AppendUvarint(val[:0], id))
 		key = idKey(key[:0], id)
 		wb.Set(key, []byte(s))
-		blk, off := id>>blockShift, uint32(id&(blockSize-1))
 		lower := strings.ToLower(s)
 		if len(lower) > maxTrigramBytes {
-			k := gramKey{gram: longMarker, block: blk}
-			lists[k] = append(lists[k], off)
+			longIDs = append(longIDs, id)
 			continue
 		}
 		grams = appendTrigrams(grams[:0], lower)
 		for _, g := range grams {
-			k := gramKey{gram: g, block: blk}
-			lists[k] = append(lists[k], off)
+			posts = append(posts, uint64(g)<<idBits|id)
 		}
 	}
-	for k, offs := range lists {
-		if k.gram == longMarker {
-			key = appendOrdered(append(key[:0], prefixLong), k.block)
-		} else {
-			key = appendOrdered(append(key[:0], prefixGram, byte(k.gram>>16), byte(k.gram>>8), byte(k.gram)), k.block)
+	// Sorted by trigram, stably, the postings of each (trigram, block)
+	// list are adjacent with their offsets ascending: the lists come out
+	// in key order and none is built in a map.
+	posts = sortByGram(posts)
+	var offs []uint32
+	// emit writes the lists of ids (ascending) under prefix, one per block.
+	emit := func(prefix []byte, ids []uint64) {
+		for i := 0; i < len(ids); {
+			blk := ids[i] >> blockShift
+			offs = offs[:0]
+			for ; i < len(ids) && ids[i]>>blockShift == blk; i++ {
+				offs = append(offs, uint32(ids[i]&(blockSize-1)))
+			}
+			key = appendOrdered(append(key[:0], prefix...), blk)
+			wb.Merge(key, postings.Append(val[:0], offs))
 		}
-		wb.Merge(key, postings.Append(val[:0], offs))
 	}
+	var ids []uint64
+	for i := 0; i < len(posts); {
+		g := posts[i] >> idBits
+		ids = ids[:0]
+		for ; i < len(posts) && posts[i]>>idBits == g; i++ {
+			ids = append(ids, posts[i]&(1<<idBits-1))
+		}
+		emit([]byte{prefixGram, byte(g >> 16), byte(g >> 8), byte(g)}, ids)
+	}
+	emit([]byte{prefixLong}, longIDs)
 	newCount := b.base + uint64(len(b.order))
 	if b.hasWatermark {
 		watermark = b.watermark
@@ -195,4 +227,34 @@ func appendTrigrams(dst []uint32, s string) []uint32 {
 	t := dst[start:]
 	slices.Sort(t)
 	return append(dst[:start], slices.Compact(t)...)
+}
+
+// sortByGram sorts trigram postings (see gramBits) by their trigram,
+// stably: an LSD radix sort on the trigram's three bytes, so postings of
+// one trigram keep their (ascending id) order. It returns the sorted
+// slice, which is posts or a buffer of the same length.
+func sortByGram(posts []uint64) []uint64 {
+	if len(posts) < 2 {
+		return posts
+	}
+	buf := make([]uint64, len(posts))
+	src, dst := posts, buf
+	for shift := uint(idBits); shift < 64; shift += 8 {
+		var counts [256]int
+		for _, p := range src {
+			counts[byte(p>>shift)]++
+		}
+		at := 0
+		for i, c := range counts {
+			counts[i] = at
+			at += c
+		}
+		for _, p := range src {
+			d := byte(p >> shift)
+			dst[counts[d]] = p
+			counts[d]++
+		}
+		src, dst = dst, src
+	}
+	return src
 }
