@@ -97,11 +97,23 @@ func TestZstdFrameRules(t *testing.T) {
 // TestZstdWrittenFrame checks what the writer stores: one frame with its
 // content size and checksum, and nothing else, and smaller than LZ4 on a
 // trace payload.
-// Payloads of every size class: under 256 bytes, a sample, and larger
-// than the encoder's window (zstdWindow).
+// Payloads of every size class: the smallest that is compressed
+// (zstdMinSize), a sample, and larger than the encoder's window
+// (zstdWindow); a smaller one is stored raw.
 func TestZstdWrittenFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 19))
-	for _, p := range [][]byte{cborTrace(rng, 200), samplePayloads(t)["zorka-tdb-sampled-tomcat-trc.cbor"], cborTrace(rng, 3*zstdWindow)} {
+	for _, n := range []int{200, zstdMinSize - 1} {
+		p := bytes.Repeat([]byte("compressible"), n)[:n]
+		c, err := Encode(p, Options{Zstd, true}, nil)
+		if err != nil || !c.StoredRaw() || c.LogicalSize() != n || !bytes.Equal(c.Bytes()[ChunkHeaderSize:], p) {
+			t.Fatalf("%d bytes: Encode: %v, raw %v, want the payload stored raw", n, err, c.StoredRaw())
+		}
+		data := append(appendHeader(nil, Header{Options: Options{Zstd, true}}), c.Bytes()...)
+		if got, _, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), Options{Zstd, true}, HeaderSize); err != nil || !bytes.Equal(got, p) {
+			t.Fatalf("%d bytes stored raw: read back: %v", n, err)
+		}
+	}
+	for _, p := range [][]byte{cborTrace(rng, zstdMinSize), samplePayloads(t)["zorka-tdb-sampled-tomcat-trc.cbor"], cborTrace(rng, 3*zstdWindow)} {
 		c, err := Encode(p, Options{Zstd, true}, nil)
 		if err != nil || c.StoredRaw() {
 			t.Fatalf("%d bytes: Encode: %v, raw %v", len(p), err, c.StoredRaw())
