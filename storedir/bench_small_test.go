@@ -17,7 +17,8 @@ import (
 // one span per request (OTel SDKs with a simple span processor, Zorka
 // agents, telemetrygen --batch=false): N writers each Append-ing 1-span
 // requests with sync=batch. It reports spans/s, the process CPU per span,
-// the data-file bytes per span and the chunks written per request.
+// the data-file bytes per span, the chunks written and the fsyncs made per
+// request.
 // "realistic" spans come from bench.Generator (about 10 records and several
 // unique strings each); "telemetrygen" spans are what `telemetrygen traces
 // --batch=false` sends: one record, a handful of attributes whose values
@@ -59,7 +60,10 @@ func telemetrygenRequests(n int) [][]*trace.Span {
 
 func benchAppendSmall(b *testing.B, shape string, reqs [][]*trace.Span, n int) {
 	b.Run(fmt.Sprintf("%s/writers=%d", shape, n), func(b *testing.B) {
-		db := openBenchDB(b, benchOptions(SyncBatch))
+		o := benchOptions(SyncBatch)
+		syncs := &syncCounter{}
+		o.Observer = syncs
+		db := openBenchDB(b, o)
 		ctx := context.Background()
 		size0, chunks0 := db.dataStats()
 		var next atomic.Int64
@@ -90,6 +94,8 @@ func benchAppendSmall(b *testing.B, shape string, reqs [][]*trace.Span, n int) {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/span")
 		b.ReportMetric(float64(size1-size0)/float64(b.N), "data-B/span")
 		b.ReportMetric(float64(chunks1-chunks0)/float64(b.N), "chunks/req")
+		_, nsync := syncs.get()
+		b.ReportMetric(float64(nsync)/float64(b.N), "syncs/req")
 	})
 }
 

@@ -88,6 +88,8 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 		db.pending.remove(vc.keys)
 		return ErrClosed
 	}
+	db.groups.enter()
+	defer db.groups.leave()
 	select {
 	case db.commits <- req:
 	case <-db.stop:
@@ -254,8 +256,12 @@ func (db *DB) committer() {
 				break drain
 			}
 		}
-		if db.opt.Sync == SyncBatch && db.opt.BatchMaxDelay > 0 {
-			batch = db.gather(batch)
+		if db.opt.Sync == SyncBatch {
+			if db.opt.BatchMaxDelay > 0 {
+				batch = db.gather(batch)
+			} else {
+				batch = db.waitForWriters(batch)
+			}
 		}
 		db.commitGroup(batch)
 	}
@@ -277,6 +283,38 @@ func (db *DB) gather(batch []*commitReq) []*commitReq {
 			return batch
 		}
 	}
+	return batch
+}
+
+// waitForWriters is the adaptive group commit (groupwait.go): when
+// recently more requests were in flight at once than batch holds, it
+// waits about one recent fsync duration at most for the missing ones to
+// join the group; as many as were in flight, a full group or a stopping
+// DB end the wait early.
+func (db *DB) waitForWriters(batch []*commitReq) []*commitReq {
+	n, wait := db.groups.want()
+	n = min(n, cap(db.commits))
+	if len(batch) >= n || wait <= 0 {
+		return batch
+	}
+	db.groups.waits.Add(1)
+	had := len(batch)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for len(batch) < n {
+		select {
+		case r := <-db.commits:
+			batch = append(batch, r)
+			continue
+		case <-t.C:
+		case <-db.stop:
+		}
+		break
+	}
+	if len(batch) == had {
+		db.groups.forget() // the writers are fewer than they were
+	}
+	db.groups.joined.Add(int64(len(batch) - had))
 	return batch
 }
 
@@ -453,6 +491,9 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 		}
 	}
 	last := db.handOff(&part, &res, reqs)
+	if res.syncs > 0 {
+		db.groups.synced(res.dur)
+	}
 	// Acknowledge: the chunks are durable (under the sync policy) and
 	// queued for indexing; reads that start from here on wait for them.
 	db.idx.acked.Store(last)

@@ -78,8 +78,12 @@ type Options struct {
 	Now func() time.Time
 	// BatchMaxDelay is, under SyncBatch, how long the committer waits
 	// after a group's first request for others to join its fsync (config
-	// batch_max_delay). 0 commits at once: the requests that arrived
-	// during the previous fsync form the group.
+	// batch_max_delay). 0 sets no fixed delay: the requests that arrived
+	// during the previous fsync form the group, and the committer waits
+	// for more only when recently more requests were in flight at once
+	// than the group holds, at most about one recent fsync (2 ms at most;
+	// the adaptive group commit of groupwait.go). A lone writer never
+	// waits.
 	BatchMaxDelay time.Duration
 	// Observer receives write-path measurements (metrics); may be nil.
 	Observer Observer
@@ -181,6 +185,9 @@ type DB struct {
 	// commitMu is held by the committer while it commits a group, and by
 	// an outside Rotate.
 	commitMu sync.Mutex
+	// groups holds what the committer's adaptive group-commit wait is
+	// decided from (groupwait.go).
+	groups groupWaiter
 	// idx carries durable, acknowledged chunks from the committer to the
 	// indexer goroutine, and the marks reads wait on (indexer.go).
 	idx      *indexPipeline

@@ -19,6 +19,10 @@
 // committer as its own chunk; a large request keeps the chunks its caller
 // encoded). Each chunk still carries its own
 // string table, so a chunk decodes on its own whichever requests filled it.
+// Under sync=batch with no BatchMaxDelay, a group holding fewer requests
+// than were recently in flight at once waits for the missing ones, at
+// most about one recent fsync (groupwait.go): two closed-loop writers then
+// share each fsync instead of taking turns; a lone writer never waits.
 // The committer writes the group's chunks, then makes them durable with
 // one fsync for the whole group (sync=batch), one per request
 // (sync=always) or none (sync=none), hands them to the indexer goroutine

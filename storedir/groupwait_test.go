@@ -1,0 +1,162 @@
+package storedir
+
+import (
+	"context"
+	"io/fs"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ztsd/ztsd/chunk"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// slowSyncFS is the real file system whose file fsyncs take at least
+// delay longer: an fsync then costs far more than a writer's round trip,
+// as on a disk under load, whatever the machine running the test.
+type slowSyncFS struct {
+	chunk.OSFS
+	delay time.Duration
+}
+
+type slowSyncFile struct {
+	chunk.OSFile
+	delay time.Duration
+}
+
+func (f slowSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (chunk.OSFile, error) {
+	osf, err := f.OSFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{osf, f.delay}, nil
+}
+
+func (f slowSyncFile) Sync() error {
+	time.Sleep(f.delay)
+	return f.OSFile.Sync()
+}
+
+// syncCounter counts the group commits' requests and fsyncs.
+type syncCounter struct {
+	mu              sync.Mutex
+	requests, syncs int
+}
+
+func (c *syncCounter) Committed(requests, chunks, bytes int, syncs int, syncDur time.Duration) {
+	c.mu.Lock()
+	c.requests += requests
+	c.syncs += syncs
+	c.mu.Unlock()
+}
+
+func (c *syncCounter) get() (requests, syncs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.requests, c.syncs
+}
+
+// openGroupWaitDB opens a sync=batch DB whose fsyncs take 3 ms more.
+func openGroupWaitDB(t *testing.T, delay time.Duration) (*DB, *syncCounter) {
+	t.Helper()
+	c := &syncCounter{}
+	o := DefaultOptions()
+	o.Sync = SyncBatch
+	o.BatchMaxDelay = delay
+	o.Observer = c
+	o.FS = slowSyncFS{delay: 3 * time.Millisecond}
+	db, err := Open(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, c
+}
+
+// closedLoop runs one writer per element of spans, each appending its
+// spans one per request, the next request sent when the last is
+// answered, as unbatched clients do.
+func closedLoop(t *testing.T, db *DB, spans [][]*trace.Span) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(spans))
+	for _, ws := range spans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ws {
+				if err := db.Append(context.Background(), ws[i:i+1]); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestAdaptiveGroupCommitSharesFsyncs: two closed-loop writers of 1-span
+// requests share fsyncs. Without the adaptive wait each group holds one
+// request (one writer's next request arrives during the other's fsync),
+// so there are as many fsyncs as requests; with it about half as many.
+// Every span reads back.
+func TestAdaptiveGroupCommitSharesFsyncs(t *testing.T) {
+	db, c := openGroupWaitDB(t, 0)
+	const perWriter = 40
+	all := genWorkload(21, 2*perWriter)
+	closedLoop(t, db, [][]*trace.Span{all[:perWriter], all[perWriter:]})
+	requests, syncs := c.get()
+	if requests != 2*perWriter {
+		t.Fatalf("observer saw %d requests, want %d", requests, 2*perWriter)
+	}
+	// Warming up (the first fsync measured, the first peak of two seen)
+	// costs a few groups of one; the rest share.
+	if syncs > requests*7/10 {
+		t.Fatalf("%d fsyncs for %d requests of two writers (adaptive waits %d, requests joined %d); want them to share",
+			syncs, requests, db.groups.waits.Load(), db.groups.joined.Load())
+	}
+	if db.groups.joined.Load() == 0 {
+		t.Fatal("no request joined a group during an adaptive wait")
+	}
+	checkGets(t, db, all, 1)
+}
+
+// TestAdaptiveGroupCommitLoneWriter: a lone writer never waits, before or
+// after a period with two writers (once a wait finds nobody coming, the
+// history of two writers is forgotten).
+func TestAdaptiveGroupCommitLoneWriter(t *testing.T) {
+	db, c := openGroupWaitDB(t, 0)
+	spans := genWorkload(22, 90)
+	closedLoop(t, db, [][]*trace.Span{spans[:30]})
+	if w := db.groups.waits.Load(); w != 0 {
+		t.Fatalf("a lone writer waited %d times", w)
+	}
+	if requests, syncs := c.get(); syncs != requests {
+		t.Fatalf("a lone writer: %d fsyncs for %d requests, want one each", syncs, requests)
+	}
+	closedLoop(t, db, [][]*trace.Span{spans[30:50], spans[50:70]})
+	waits := db.groups.waits.Load()
+	if waits == 0 {
+		t.Fatal("two writers: no adaptive wait")
+	}
+	closedLoop(t, db, [][]*trace.Span{spans[70:]})
+	if extra := db.groups.waits.Load() - waits; extra > 1 {
+		t.Fatalf("a lone writer after two writers waited %d times, want at most once", extra)
+	}
+	checkGets(t, db, spans, 1)
+}
+
+// TestAdaptiveGroupCommitOffWithBatchMaxDelay: a configured
+// batch_max_delay replaces the adaptive wait.
+func TestAdaptiveGroupCommitOffWithBatchMaxDelay(t *testing.T) {
+	db, _ := openGroupWaitDB(t, time.Millisecond)
+	spans := genWorkload(23, 40)
+	closedLoop(t, db, [][]*trace.Span{spans[:20], spans[20:]})
+	if w := db.groups.waits.Load(); w != 0 {
+		t.Fatalf("with batch_max_delay set the committer made %d adaptive waits", w)
+	}
+}
