@@ -86,6 +86,9 @@ func (ix *Index) writerLookup(s string, count uint64) (uint64, bool, error) {
 	defer ix.release()
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	if ix.committed != nil && !ix.committed.mayContain(s) {
+		return 0, false, nil // certainly never committed
+	}
 	if ix.writerReader == nil {
 		r, err := kv.NewPointReader(ix.db)
 		if err != nil {
@@ -204,6 +207,11 @@ func (b *Batch) Commit() error {
 	if ix.writerReader != nil && len(b.order) > 0 {
 		ix.writerReader.Close()
 		ix.writerReader = nil
+	}
+	if ix.committed != nil {
+		for _, s := range b.order {
+			ix.committed.add(s)
+		}
 	}
 	ix.mu.Lock()
 	ix.count, ix.watermark = newCount, watermark

@@ -87,6 +87,9 @@ type Index struct {
 	// writerReader answers Intern's lookups of strings not in the cache; it
 	// is reopened after each commit so that it sees everything committed.
 	writerReader *kv.PointReader
+	// committed holds every string committed since the index was opened
+	// empty (nil otherwise); guarded by writeMu.
+	committed *stringFilter
 
 	mu        sync.RWMutex // guards count and watermark
 	count     uint64
@@ -158,11 +161,19 @@ func (ix *Index) load() error {
 		return fmt.Errorf("%w: format record %x, want version %d", ErrCorrupt, format, formatVersion)
 	}
 	v, ok, err := ix.get(keyState)
-	if err != nil || !ok {
+	if err != nil {
 		return err
 	}
-	ix.count, ix.watermark, err = decodeState(v)
-	return err
+	if ok {
+		if ix.count, ix.watermark, err = decodeState(v); err != nil {
+			return err
+		}
+	}
+	if ix.count == 0 && !ix.readOnly {
+		// Every string the index will hold goes through Commit.
+		ix.committed = newStringFilter()
+	}
+	return nil
 }
 
 func (ix *Index) get(key []byte) ([]byte, bool, error) {

@@ -1,0 +1,68 @@
+package textindex
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestCommittedFilterKeepsIDs interns strings over many batches into an
+// index opened empty, with a cache too small to remember them, so that a
+// string seen in an earlier batch is known only to the filter of committed
+// strings and Pebble: every such string must get its first id back, and a
+// reopened (non-empty) index, which keeps no filter, must agree.
+func TestCommittedFilterKeepsIDs(t *testing.T) {
+	dir := t.TempDir()
+	ix, err := Open(dir, Options{CacheBytes: 8 << 20, CacheEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.committed == nil {
+		t.Fatal("an index opened empty keeps no filter of committed strings")
+	}
+	strs := corpus(7, 3000)
+	ids := map[string]uint64{}
+	for batch := 0; batch < 12; batch++ {
+		b := ix.NewBatch()
+		// Each batch repeats strings of earlier batches and adds new ones.
+		for i := batch * 200; i < batch*200+600 && i < len(strs); i++ {
+			s := strs[i]
+			id := b.Intern(s)
+			if want, ok := ids[s]; ok && id != want {
+				t.Fatalf("batch %d: Intern(%.40q) = %d, first interned as %d", batch, s, id, want)
+			}
+			ids[s] = id
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fp := 0
+	for i := 0; i < 10000; i++ {
+		if ix.committed.mayContain(fmt.Sprintf("never interned %d", i)) {
+			fp++
+		}
+	}
+	if fp > 300 {
+		t.Errorf("%d of 10000 strings never interned may be in the filter", fp)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(dir, Options{CacheBytes: 8 << 20, CacheEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ix.committed != nil {
+		t.Fatal("an index opened non-empty keeps a filter that does not know its strings")
+	}
+	b := ix.NewBatch()
+	for s, want := range ids {
+		if id := b.Intern(s); id != want {
+			t.Fatalf("after reopening: Intern(%.40q) = %d, want %d", s, id, want)
+		}
+	}
+	if b.Len() != 0 {
+		t.Fatalf("after reopening, %d known strings got new ids", b.Len())
+	}
+}
