@@ -11,11 +11,11 @@ package kv
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 
@@ -220,24 +220,11 @@ func (b *Batch) key(op bufferedOp) []byte { return b.arena[op.keyStart:op.valSta
 // Commit applies the writes atomically, without syncing. Writes to the same
 // key keep their order.
 func (b *Batch) Commit(db *pebble.DB) error {
-	// Key order, and writes to one key in the order they were added (their
-	// keys were appended to the arena in that order): an unstable sort
-	// made stable by the arena position, comparing the keys' heads first.
-	slices.SortFunc(b.ops, func(x, y bufferedOp) int {
-		if x.head != y.head {
-			if x.head < y.head {
-				return -1
-			}
-			return 1
-		}
-		if c := bytes.Compare(b.key(x), b.key(y)); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.keyStart, y.keyStart)
-	})
+	order := b.sorted()
 	pb := db.NewBatchWithSize(len(b.arena) + 16*len(b.ops))
 	defer pb.Close()
-	for _, op := range b.ops {
+	for _, it := range order {
+		op := b.ops[it.op]
 		k, v := b.key(op), b.arena[op.valStart:op.valEnd]
 		var err error
 		switch {
@@ -253,6 +240,68 @@ func (b *Batch) Commit(db *pebble.DB) error {
 		}
 	}
 	return pb.Commit(pebble.NoSync)
+}
+
+// sortItem is one write in the sort of Commit: its key's head and its
+// position in ops.
+type sortItem struct {
+	head uint64
+	op   int
+}
+
+// sorted returns the writes in key order, writes to one key in the order
+// they were added: an LSD radix sort on the keys' heads (skipping the
+// bytes all heads share), then a sort of each run of equal heads by the
+// whole keys and, for equal keys, the order added.
+func (b *Batch) sorted() []sortItem {
+	items := make([]sortItem, len(b.ops))
+	var and, or uint64 = math.MaxUint64, 0
+	for i, op := range b.ops {
+		items[i] = sortItem{head: op.head, op: i}
+		and &= op.head
+		or |= op.head
+	}
+	if len(items) > 1 {
+		tmp := make([]sortItem, len(items))
+		src, dst := items, tmp
+		for shift := uint(0); shift < 64; shift += 8 {
+			if byte(and>>shift) == byte(or>>shift) {
+				continue // every head has this byte
+			}
+			var counts [256]int
+			for _, it := range src {
+				counts[byte(it.head>>shift)]++
+			}
+			at := 0
+			for d, c := range counts {
+				counts[d] = at
+				at += c
+			}
+			for _, it := range src {
+				d := byte(it.head >> shift)
+				dst[counts[d]] = it
+				counts[d]++
+			}
+			src, dst = dst, src
+		}
+		items = src
+	}
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].head == items[i].head {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(items[i:j], func(x, y sortItem) int {
+				if c := bytes.Compare(b.key(b.ops[x.op]), b.key(b.ops[y.op])); c != 0 {
+					return c
+				}
+				return x.op - y.op
+			})
+		}
+		i = j
+	}
+	return items
 }
 
 // NewMerger returns a merge operator named name whose result is the

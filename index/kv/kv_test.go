@@ -3,8 +3,11 @@ package kv
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,6 +205,44 @@ func TestBatchOrderManyOps(t *testing.T) {
 		v, ok, err := r.Get([]byte(k))
 		if err != nil || !ok || string(v) != w {
 			t.Fatalf("Get(%s) = %q %v %v, want %q", k, v, ok, err, w)
+		}
+	}
+}
+
+// TestBatchSortOrder checks Commit's order against a stable sort by key:
+// keys of every length (shorter than a head, equal heads, shared
+// prefixes, zero bytes), repeated keys whose writes must keep their order.
+func TestBatchSortOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{0, 1, 'a', 'b', 0xff}
+	for round := 0; round < 50; round++ {
+		var b Batch
+		type w struct {
+			key string
+			n   int
+		}
+		var want []w
+		n := 1 + rng.IntN(400)
+		for i := 0; i < n; i++ {
+			var key []byte
+			if i > 0 && rng.IntN(5) == 0 {
+				key = []byte(want[rng.IntN(len(want))].key) // a repeat
+			} else {
+				prefix := []byte("commonpfx")[:rng.IntN(10)]
+				key = append([]byte(nil), prefix...)
+				for l := rng.IntN(12); l > 0; l-- {
+					key = append(key, alphabet[rng.IntN(len(alphabet))])
+				}
+			}
+			b.Merge(key, []byte{byte(i), byte(i >> 8)})
+			want = append(want, w{string(key), i})
+		}
+		slices.SortStableFunc(want, func(x, y w) int { return strings.Compare(x.key, y.key) })
+		for i, it := range b.sorted() {
+			op := b.ops[it.op]
+			if got := string(b.key(op)); got != want[i].key || it.op != want[i].n {
+				t.Fatalf("round %d, write %d: key %q (added %d), want %q (added %d)", round, i, got, it.op, want[i].key, want[i].n)
+			}
 		}
 	}
 }
