@@ -123,6 +123,16 @@ func (c EncodedChunk) LogicalSize() int {
 // and so is a zstd payload under zstdMinSize bytes.
 // Encode is pure and safe for concurrent use.
 func Encode(payload []byte, opt Options, dst []byte) (EncodedChunk, error) {
+	return EncodeFrames(payload, nil, opt, dst)
+}
+
+// EncodeFrames is Encode that, in a zstd file, compresses the payload as
+// independent zstd frames, one per piece between the payload offsets in
+// cuts (ascending; offsets outside (0, len(payload)) or not after the
+// previous one are left out), so that a reader of part of the payload
+// decompresses only the frames holding that part (Frames). Other codecs
+// ignore cuts.
+func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedChunk, error) {
 	if err := opt.validate(); err != nil {
 		return EncodedChunk{}, err
 	}
@@ -166,11 +176,14 @@ func Encode(payload []byte, opt Options, dst []byte) (EncodedChunk, error) {
 	case Zstd:
 		if n >= zstdMinSize {
 			buf = grow(buf, ChunkHeaderSize+n/2)[:ChunkHeaderSize]
-			enc := zstdSmallEncoder
-			if n > zstdWindow {
-				enc = zstdLargeEncoder
+			from := 0
+			for _, c := range cuts {
+				if c > from && c < n {
+					buf = zstdFrame(payload[from:c], buf)
+					from = c
+				}
 			}
-			buf = enc().EncodeAll(payload, buf)
+			buf = zstdFrame(payload[from:], buf)
 			if len(buf)-ChunkHeaderSize < n {
 				compressed = true
 			} else {
@@ -195,6 +208,16 @@ func Encode(payload []byte, opt Options, dst []byte) (EncodedChunk, error) {
 	binary.BigEndian.PutUint32(buf[8:12], uint32(n))
 	binary.BigEndian.PutUint32(buf[12:16], sum)
 	return EncodedChunk{buf: buf, opt: opt}, nil
+}
+
+// zstdFrame appends p compressed as one zstd frame (with its content size
+// and checksum) to buf.
+func zstdFrame(p, buf []byte) []byte {
+	enc := zstdSmallEncoder
+	if len(p) > zstdWindow {
+		enc = zstdLargeEncoder
+	}
+	return enc().EncodeAll(p, buf)
 }
 
 // grow returns b resized to n bytes, reallocating only when cap(b) < n.
@@ -303,45 +326,91 @@ func inflate(src, out []byte) error {
 	return nil
 }
 
-// unzstd decodes src, which must be exactly one zstd frame declaring its
-// content size len(out) and a content checksum, into out. The frame is
-// walked block by block first, so trailing bytes, a second frame, a
-// skippable frame, a dictionary or a wrong size are rejected before any
-// decoding; the decoder then writes at most len(out) bytes into out's
-// storage and verifies the checksum.
+// unzstd decodes src, which must be one or more zstd frames, each
+// declaring its content size and a content checksum, whose sizes add up to
+// len(out), into out. The frames are walked first (zstdFrames), so
+// trailing bytes, a skippable frame, a dictionary or a wrong size are
+// rejected before any decoding; each frame is then decoded into its part
+// of out's storage, writing at most that part, and its checksum verified.
 func unzstd(src, out []byte) error {
-	var h zstd.Header
-	if err := h.Decode(src); err != nil {
-		return fmt.Errorf("zstd frame header: %w", err)
-	}
-	switch {
-	case h.Skippable:
-		return errors.New("zstd: skippable frame instead of a data frame")
-	case h.DictionaryID != 0:
-		return fmt.Errorf("zstd frame names dictionary %d", h.DictionaryID)
-	case !h.HasFCS:
-		return errors.New("zstd frame without a content size")
-	case h.FrameContentSize != uint64(len(out)):
-		return fmt.Errorf("zstd frame content size %d, header says %d", h.FrameContentSize, len(out))
-	case !h.HasCheckSum:
-		return errors.New("zstd frame without a content checksum")
-	}
-	end, err := zstdFrameEnd(src, h.HeaderSize)
+	frames, err := zstdFrames(src, len(out))
 	if err != nil {
 		return err
 	}
-	if end != len(src) {
-		return fmt.Errorf("%d bytes after the end of the zstd frame", len(src)-end)
+	for k, f := range frames {
+		if err := f.decode(src, out, k); err != nil {
+			return err
+		}
 	}
-	got, err := zstdDecoder().DecodeAll(src, out[:0:len(out)])
+	return nil
+}
+
+// zstdFrameLoc locates one zstd frame of a chunk: its stored bytes
+// src[storedAt:storedEnd] decode to payload[at:end].
+type zstdFrameLoc struct {
+	storedAt, storedEnd int
+	at, end             int
+}
+
+// zstdFrames walks the zstd frames of the stored bytes src of a chunk
+// whose payload is lsize bytes: one or more frames, each with a content
+// size (not 0) and a content checksum and no dictionary, back to back up to
+// the end of src, their content sizes adding up to lsize.
+func zstdFrames(src []byte, lsize int) ([]zstdFrameLoc, error) {
+	var frames []zstdFrameLoc
+	at := 0
+	for pos := 0; pos < len(src) || len(frames) == 0; {
+		var h zstd.Header
+		if err := h.Decode(src[pos:]); err != nil {
+			if pos > 0 {
+				return nil, fmt.Errorf("%d bytes after the end of the zstd frame ending at stored byte %d are not a zstd frame header: %w", len(src)-pos, pos, err)
+			}
+			return nil, fmt.Errorf("zstd frame header: %w", err)
+		}
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("zstd frame %d at stored byte %d: %s", len(frames), pos, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case h.Skippable:
+			return nil, bad("skippable frame instead of a data frame")
+		case h.DictionaryID != 0:
+			return nil, bad("names dictionary %d", h.DictionaryID)
+		case !h.HasFCS:
+			return nil, bad("frame without a content size")
+		case h.FrameContentSize == 0:
+			return nil, bad("frame with no content")
+		case h.FrameContentSize > uint64(lsize-at):
+			return nil, bad("content size %d, past the payload's %d bytes (header lsize) by %d", h.FrameContentSize, lsize, h.FrameContentSize-uint64(lsize-at))
+		case !h.HasCheckSum:
+			return nil, bad("frame without a content checksum")
+		}
+		end, err := zstdFrameEnd(src, pos+h.HeaderSize)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		f := zstdFrameLoc{storedAt: pos, storedEnd: end, at: at, end: at + int(h.FrameContentSize)}
+		frames = append(frames, f)
+		pos, at = end, f.end
+	}
+	if at != lsize {
+		return nil, fmt.Errorf("zstd frames hold %d bytes, header says %d (content size)", at, lsize)
+	}
+	return frames, nil
+}
+
+// decode decodes frame k (f) of src into out[f.at:f.end], writing nothing
+// outside it, and verifies its checksum.
+func (f zstdFrameLoc) decode(src, out []byte, k int) error {
+	part := out[f.at:f.at:f.end]
+	got, err := zstdDecoder().DecodeAll(src[f.storedAt:f.storedEnd], part)
 	if err != nil {
-		return fmt.Errorf("zstd: %w", err)
+		return fmt.Errorf("zstd: frame %d at stored byte %d (payload bytes %d to %d): %w", k, f.storedAt, f.at, f.end, err)
 	}
-	if len(got) != len(out) {
-		return fmt.Errorf("zstd frame yields %d bytes, header says %d", len(got), len(out))
+	if len(got) != f.end-f.at {
+		return fmt.Errorf("zstd frame %d at stored byte %d yields %d bytes, its header says %d", k, f.storedAt, len(got), f.end-f.at)
 	}
-	if len(out) > 0 && &got[0] != &out[0] {
-		copy(out, got) // not reached with the cap limit; kept so out always holds the payload
+	if len(got) > 0 && &got[0] != &out[f.at] {
+		copy(out[f.at:f.end], got) // not reached with the cap limit; kept so out always holds the payload
 	}
 	return nil
 }

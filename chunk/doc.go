@@ -13,6 +13,11 @@
 //     concurrently with appends.
 //   - Encode: the pure, concurrency-safe encoder, so callers can compress
 //     outside whatever lock serialises their appends (AppendEncoded).
+//     EncodeFrames compresses a zstd chunk's payload as several
+//     independent frames cut where the caller says, and File.ReadFrames
+//     (Frames) reads such a chunk, checks its CRC-32 and frame layout, and
+//     decompresses only the frames a reader asks for (Fill): a reader of
+//     one span of a large chunk decompresses a part of it.
 //   - Scanner: a sequential reader over any io.ReaderAt, used by recovery and
 //     verify. It reports every bad region (bad magic, sizes out of bounds,
 //     checksum or decompression failure, truncated tail, invalid payload) and

@@ -388,44 +388,56 @@ func ReadChunkAt(r io.ReaderAt, size int64, opt Options, off int64) ([]byte, int
 // readChunkAt is ReadChunk over any reader. scratch holds the stored bytes of
 // compressed chunks; the returned payload never aliases it.
 func readChunkAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]byte) ([]byte, int64, error) {
-	if off < HeaderSize || off >= size {
-		return nil, 0, fmt.Errorf("%w: chunk offset %d, data spans [%d, %d)", ErrOutOfRange, off, HeaderSize, size)
-	}
-	if size-off < ChunkHeaderSize {
-		return nil, 0, &CorruptionError{Offset: off, Reason: Truncated,
-			Err: fmt.Errorf("file ends %d bytes into the chunk header", size-off)}
-	}
-	var hb [ChunkHeaderSize]byte
-	if err := readFull(r, hb[:], off); err != nil {
-		return nil, 0, readError(off, err)
-	}
-	h := parseChunkHeader(hb[:])
-	if reason, err := h.check(opt); reason != 0 {
-		return nil, 0, &CorruptionError{Offset: off, Reason: reason, Err: err}
-	}
-	next := off + ChunkHeaderSize + int64(h.stored)
-	if next > size {
-		return nil, 0, &CorruptionError{Offset: off, Reason: Truncated,
-			Err: fmt.Errorf("chunk of %d stored bytes ends at %d, past the end of the data at %d", h.stored, next, size)}
-	}
-	var stored []byte
-	if h.verbatim(opt) {
-		stored = make([]byte, h.stored) // the payload itself
-	} else {
-		*scratch = grow(*scratch, int(h.stored))
-		stored = *scratch
-	}
-	if err := readFull(r, stored, off+ChunkHeaderSize); err != nil {
-		return nil, 0, readError(off, err)
-	}
-	if reason, err := verifyStored(h, stored, opt); reason != 0 {
-		return nil, 0, &CorruptionError{Offset: off, Reason: reason, Err: err}
+	h, stored, next, err := readStoredAt(r, size, opt, off, scratch)
+	if err != nil {
+		return nil, 0, err
 	}
 	payload, reason, err := decodeStored(h, stored, opt, nil)
 	if reason != 0 {
 		return nil, 0, &CorruptionError{Offset: off, Reason: reason, Err: err}
 	}
 	return payload, next, nil
+}
+
+// readStoredAt reads the header and stored bytes of the chunk at off and
+// checks them (header, bounds, checksum) without decoding them. The stored
+// bytes of a compressed chunk go to scratch's storage (a new buffer when
+// scratch is nil); a verbatim chunk's stored bytes are always a new buffer.
+func readStoredAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]byte) (chunkHeader, []byte, int64, error) {
+	if off < HeaderSize || off >= size {
+		return chunkHeader{}, nil, 0, fmt.Errorf("%w: chunk offset %d, data spans [%d, %d)", ErrOutOfRange, off, HeaderSize, size)
+	}
+	if size-off < ChunkHeaderSize {
+		return chunkHeader{}, nil, 0, &CorruptionError{Offset: off, Reason: Truncated,
+			Err: fmt.Errorf("file ends %d bytes into the chunk header", size-off)}
+	}
+	var hb [ChunkHeaderSize]byte
+	if err := readFull(r, hb[:], off); err != nil {
+		return chunkHeader{}, nil, 0, readError(off, err)
+	}
+	h := parseChunkHeader(hb[:])
+	if reason, err := h.check(opt); reason != 0 {
+		return chunkHeader{}, nil, 0, &CorruptionError{Offset: off, Reason: reason, Err: err}
+	}
+	next := off + ChunkHeaderSize + int64(h.stored)
+	if next > size {
+		return chunkHeader{}, nil, 0, &CorruptionError{Offset: off, Reason: Truncated,
+			Err: fmt.Errorf("chunk of %d stored bytes ends at %d, past the end of the data at %d", h.stored, next, size)}
+	}
+	var stored []byte
+	if h.verbatim(opt) || scratch == nil {
+		stored = make([]byte, h.stored) // the payload itself, or kept by the caller
+	} else {
+		*scratch = grow(*scratch, int(h.stored))
+		stored = *scratch
+	}
+	if err := readFull(r, stored, off+ChunkHeaderSize); err != nil {
+		return chunkHeader{}, nil, 0, readError(off, err)
+	}
+	if reason, err := verifyStored(h, stored, opt); reason != 0 {
+		return chunkHeader{}, nil, 0, &CorruptionError{Offset: off, Reason: reason, Err: err}
+	}
+	return h, stored, next, nil
 }
 
 // readFull reads len(b) bytes at off; a short read is io.ErrUnexpectedEOF.

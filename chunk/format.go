@@ -59,7 +59,7 @@ const (
 	None Compression = 0
 	LZ4  Compression = flagLZ4  // raw LZ4 block (no frame)
 	Zlib Compression = flagZlib // zlib stream (RFC 1950)
-	Zstd Compression = flagZstd // one zstd frame (RFC 8878) with its content size and checksum
+	Zstd Compression = flagZstd // zstd frames (RFC 8878), each with its content size and checksum
 )
 
 // String returns "none", "lz4", "zlib" or "zstd".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 )
@@ -30,6 +31,14 @@ func seedImages(t testing.TB) [][]byte {
 		dup := append(im.clone(), im.data[im.offs[0]:im.offs[1]]...)
 		out = append(out, dup)
 	}
+	// A chunk stored as several zstd frames (EncodeFrames), intact and
+	// with its last frame damaged under a correct CRC-32.
+	framed, frameAt := framedImage(t, cborTrace(rng, 3000), []int{700, 1500, 2200})
+	out = append(out, framed)
+	damaged := bytes.Clone(framed)
+	damaged[HeaderSize+ChunkHeaderSize+frameAt[3]+6] ^= 0x21
+	binary.BigEndian.PutUint32(damaged[HeaderSize+12:], crc32.ChecksumIEEE(damaged[HeaderSize+ChunkHeaderSize:]))
+	out = append(out, damaged)
 	return out
 }
 
@@ -81,8 +90,12 @@ func FuzzScanner(f *testing.F) {
 // panic, a bounded result, and errors are either ErrOutOfRange or a
 // *CorruptionError naming the offset.
 func FuzzReadChunk(f *testing.F) {
-	for i, img := range seedImages(f) {
+	imgs := seedImages(f)
+	for i, img := range imgs[:len(imgs)-2] {
 		f.Add(img, int64(HeaderSize), byte(i/5))
+	}
+	for _, img := range imgs[len(imgs)-2:] { // the framed zstd chunks
+		f.Add(img, int64(HeaderSize), byte(7))
 	}
 	hostile := appendHeader(nil, Header{Options: Options{LZ4, true}})
 	hostile = binary.BigEndian.AppendUint32(hostile, ChunkMagic)
@@ -93,6 +106,14 @@ func FuzzReadChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, off int64, optByte byte) {
 		opt := fuzzOptions(optByte)
 		p, next, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), opt, off)
+		// ReadFramesAt and filling every frame agree with ReadChunkAt.
+		fr, fnext, ferr := ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, off)
+		if ferr == nil {
+			_, ferr = fr.Fill(0, len(fr.Payload()))
+		}
+		if (ferr == nil) != (err == nil) || (err == nil && (fnext != next || !bytes.Equal(fr.Payload(), p))) {
+			t.Fatalf("chunk at %d: ReadChunkAt %v, ReadFramesAt and Fill %v", off, err, ferr)
+		}
 		if err != nil {
 			var ce *CorruptionError
 			if errors.As(err, &ce) {
@@ -127,9 +148,18 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 		f.Add(cborTrace(rng, 100*i), byte(i))
 		f.Add(randomBytes(rng, 50*i), byte(i))
 	}
+	f.Add(cborTrace(rng, 5000), byte(4*16+7)) // zstd with checksums, 4 frames
+	f.Add(cborTrace(rng, 5000), byte(3*16+6)) // zstd without checksums, 3 frames
 	f.Fuzz(func(t *testing.T, payload []byte, optByte byte) {
 		opt := fuzzOptions(optByte)
-		c, err := Encode(payload, opt, nil)
+		// Cut into optByte/16 pieces (zstd frames; other codecs ignore cuts).
+		var cuts []int
+		if pieces := int(optByte / 16); pieces > 1 {
+			for k := 1; k < pieces; k++ {
+				cuts = append(cuts, k*len(payload)/pieces)
+			}
+		}
+		c, err := EncodeFrames(payload, cuts, opt, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,6 +170,13 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 		got, next, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
 		if err != nil || !bytes.Equal(got, payload) || next != int64(len(data)) {
 			t.Fatalf("round trip: %v, equal %v, next %d", err, bytes.Equal(got, payload), next)
+		}
+		fr, _, err := ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
+		if err == nil {
+			_, err = fr.Fill(0, len(payload))
+		}
+		if err != nil || !bytes.Equal(fr.Payload(), payload) {
+			t.Fatalf("round trip through ReadFramesAt: %v", err)
 		}
 	})
 }

@@ -64,7 +64,10 @@ func TestZstdFrameRules(t *testing.T) {
 		detail string
 	}{
 		{"trailing byte", append(bytes.Clone(good), 0), len(payload), "after the end of the zstd frame"},
-		{"second frame", append(bytes.Clone(good), enc(second, zstd.WithEncoderCRC(true))...), len(payload) + len(second), "content size"},
+		{"second frame past lsize", append(bytes.Clone(good), enc(second, zstd.WithEncoderCRC(true))...), len(payload) + len(second) - 1, "content size"},
+		{"second frame short of lsize", append(bytes.Clone(good), enc(second, zstd.WithEncoderCRC(true))...), len(payload) + len(second) + 1, "content size"},
+		{"second frame without checksum", append(bytes.Clone(good), enc(second, zstd.WithEncoderCRC(false))...), len(payload) + len(second), "frame 1 at stored byte"},
+		{"empty second frame", append(bytes.Clone(good), enc(nil, zstd.WithEncoderCRC(true), zstd.WithSingleSegment(true))...), len(payload), "no content"},
 		{"no checksum", enc(payload, zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true)), len(payload), "without a content checksum"},
 		{"no content size", noSize, len(payload), "without a content size"},
 		{"skippable frame", skippable[:min(len(skippable), len(payload)-1)], len(payload), "skippable"},

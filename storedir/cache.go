@@ -7,11 +7,14 @@ import (
 	"github.com/ztsd/ztsd/trace"
 )
 
-// chunkCache keeps views of the decompressed payloads of recently read
-// chunks, so that reading the spans of one trace (usually in one chunk)
-// reads and decompresses it once, and each later read of a span of the
-// chunk decodes only that span (trace.ChunkView remembers where each span
-// starts). Bounded by entry count.
+// chunkCache keeps views of the payloads of recently read chunks, so that
+// reading the spans of one trace (usually in one chunk) reads the chunk
+// once, and each later read of a span of the chunk decodes only that span
+// (trace.ChunkView remembers where each span starts). A local store's
+// chunk stored as several zstd frames is decompressed frame by frame as
+// its spans are read (readView, chunk.Frames): a view holds the payload
+// buffer and, until every frame is decoded, the stored bytes. Bounded by
+// entry count.
 type chunkCache = storeLRU[*trace.ChunkView]
 
 func newChunkCache(max int) *chunkCache { return newStoreLRU[*trace.ChunkView](max) }

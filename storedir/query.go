@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/index"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -181,20 +182,17 @@ func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkVi
 	}
 	view, ok := db.cache.get(s.key(), loc.ChunkOffset)
 	if !ok {
-		payload, _, err := s.readChunk(loc.ChunkOffset)
-		if err != nil {
-			if isChunkDamage(err) {
-				return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, err)
-			}
-			return nil, fmt.Errorf("store %s: %w", s.name(), err)
-		}
-		if view, err = trace.NewChunkView(payload, db.opt.Limits); err != nil {
-			return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, fmt.Errorf("payload: %w", err))
+		var err error
+		if view, err = db.readView(s, loc.ChunkOffset); err != nil {
+			return nil, err
 		}
 		db.cache.put(s.key(), loc.ChunkOffset, view)
 	}
 	sp, err := decode(view, int(loc.Index))
 	if err != nil {
+		if isChunkDamage(err) { // a frame of the chunk that does not decode
+			return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, err)
+		}
 		return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, fmt.Errorf("payload: %w", err))
 	}
 	if sp.TraceID != ref.TraceID || uint64(sp.SpanID) != ref.SpanID || sp.ChunkNum != ref.ChunkNum {
@@ -202,6 +200,39 @@ func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkVi
 			loc.Index, sp.TraceID, sp.SpanID, sp.ChunkNum, trace.TraceID(ref.TraceID), trace.SpanID(ref.SpanID), ref.ChunkNum))
 	}
 	return sp, nil
+}
+
+// readView reads the chunk at off of s into a view (not through the chunk
+// cache). Of a local store's chunk only the frames the view reads are
+// decompressed (chunk.Frames: the string table's, then each span's as it
+// is read); a remote store's chunk is decoded whole. Damage is noted in
+// the damage log.
+func (db *DB) readView(s *Store, off int64) (*trace.ChunkView, error) {
+	var payload []byte
+	var fill trace.Filler
+	var err error
+	if s.remote != nil {
+		payload, _, err = s.readChunk(off)
+	} else {
+		var fr *chunk.Frames
+		if fr, _, err = s.data.ReadFrames(off); err == nil {
+			payload, fill = fr.Payload(), fr
+		}
+	}
+	if err != nil {
+		if isChunkDamage(err) {
+			return nil, db.damage.note(s.key(), s.name(), off, err)
+		}
+		return nil, fmt.Errorf("store %s: %w", s.name(), err)
+	}
+	view, err := trace.NewPartialChunkView(payload, fill, db.opt.Limits)
+	if err != nil {
+		if !isChunkDamage(err) { // else a frame of the chunk that does not decode
+			err = fmt.Errorf("payload: %w", err)
+		}
+		return nil, db.damage.note(s.key(), s.name(), off, err)
+	}
+	return view, nil
 }
 
 // Query is a search. Zero fields do not filter.

@@ -188,9 +188,38 @@ func FuzzChunkView(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(old, uint16(trace.SpanIndexStride+2))
+	// A payload as the writer cuts it into frames (ChunkEncoder.FrameCuts).
+	var enc trace.ChunkEncoder
+	framed, err := enc.Encode(nil, tracetest.RealisticTrace(r, 3*trace.SpanIndexStride+5, 3, 3))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if cuts := enc.FrameCuts(nil, len(framed)/5); len(cuts) < 2 {
+		f.Fatalf("cuts %v", cuts)
+	}
+	f.Add(framed, uint16(2*trace.SpanIndexStride+1))
 	f.Fuzz(func(t *testing.T, payload []byte, i16 uint16) {
 		lim := trace.Limits{MaxRecords: 1 << 16}
+		// The same payload read through a filler of pieces (as from a
+		// chunk stored as frames) reads the same.
+		var pv *trace.ChunkView
+		var perr error
+		if len(payload) > 0 {
+			fill := newFakeFiller(payload, []int{int(i16) % len(payload), len(payload) / 2}, -1)
+			pv, perr = trace.NewPartialChunkView(fill.buf, fill, lim)
+		}
 		v, err := trace.NewChunkView(payload, lim)
+		if len(payload) > 0 && (err == nil) != (perr == nil) {
+			t.Fatalf("NewChunkView err = %v, NewPartialChunkView err = %v", err, perr)
+		}
+		if err == nil && len(payload) > 0 {
+			i := int(i16) % (v.Len() + 1)
+			a, aerr := v.Span(i)
+			b, berr := pv.Span(i)
+			if (aerr == nil) != (berr == nil) || (aerr == nil && trace.Diff(a, b) != "") {
+				t.Fatalf("Span(%d): whole view %v, partial view %v", i, aerr, berr)
+			}
+		}
 		if err != nil {
 			var ce *trace.CorruptPayloadError
 			if !errors.As(err, &ce) || ce.Offset < 0 || ce.Offset > len(payload) {

@@ -126,6 +126,9 @@ func EncodeChunk(dst []byte, spans []*Span) ([]byte, error) {
 // is not safe for concurrent use.
 type ChunkEncoder struct {
 	e chunkEncoder
+	// bodyAt is where the span list's first span starts in the payload
+	// Encode last wrote, size that payload's length (FrameCuts).
+	bodyAt, size int
 }
 
 // retainLimit bounds the buffer capacity a ChunkEncoder keeps between calls.
@@ -135,6 +138,8 @@ const retainLimit = 16 << 20
 func (c *ChunkEncoder) Encode(dst []byte, spans []*Span) ([]byte, error) {
 	e := &c.e
 	e.reset()
+	c.bodyAt, c.size = 0, 0
+	start := len(dst)
 	defer e.release()
 	if len(spans) > e.lim.MaxSpans {
 		return dst, fmt.Errorf("encode chunk: %d spans, more than %d", len(spans), e.lim.MaxSpans)
@@ -172,8 +177,37 @@ func (c *ChunkEncoder) Encode(dst []byte, spans []*Span) ([]byte, error) {
 		}
 	}
 	dst = appendHead(dst, majorArray, uint64(len(spans)))
+	c.bodyAt = len(dst) - start
 	dst = append(dst, e.body...)
+	c.size = len(dst) - start
 	return dst, nil
+}
+
+// FrameCuts appends to cuts where the payload the last successful Encode
+// wrote may be cut into pieces that are compressed independently (one
+// zstd frame each, chunk.EncodeFrames), so that a reader of one span
+// decompresses only the piece holding the string table and span index and
+// the piece holding the span: the start of the span list's first span,
+// then each span the span index marks that starts at least target bytes
+// after the previous cut. A span index stretch (the spans from one marked
+// span to the next) is never cut, so ChunkView reads a span from one
+// piece. It appends nothing for a payload without a span index or of at
+// most 2·target bytes. The offsets are from the start of that payload.
+func (c *ChunkEncoder) FrameCuts(cuts []int, target int) []int {
+	e := &c.e
+	size := c.size
+	if len(e.marks) == 0 || c.bodyAt == 0 || size <= 2*target {
+		return cuts
+	}
+	cuts = append(cuts, c.bodyAt)
+	last := c.bodyAt
+	for _, m := range e.marks {
+		if at := c.bodyAt + m; at-last >= target && size-at >= target/2 {
+			cuts = append(cuts, at)
+			last = at
+		}
+	}
+	return cuts
 }
 
 type chunkEncoder struct {
@@ -698,7 +732,7 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 		if err := d.checkMark(cur); err != nil {
 			return nil, err
 		}
-		s, err := d.span()
+		s, err := d.spanInStretch(i)
 		if err != nil {
 			return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
 		}
@@ -726,6 +760,9 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 type ChunkView struct {
 	p   []byte
 	lim Limits
+	// fill, when set, makes ranges of p hold the payload's bytes before
+	// they are read (NewPartialChunkView).
+	fill Filler
 	// region is one copy of the string table's bytes (from payload offset
 	// base), ents locates each entry in the payload, and checked has the
 	// bit of each entry found to be UTF-8 by a read that used it.
@@ -747,12 +784,54 @@ type ChunkView struct {
 // DecodeChunk; a string that is not UTF-8 does when a span using it is
 // read (as from DecodeChunkSpan).
 func NewChunkView(payload []byte, lim Limits) (*ChunkView, error) {
-	d := chunkDecoder{p: payload, lim: lim.withDefaults(), lazy: true, viewTable: true}
+	return NewPartialChunkView(payload, nil, lim)
+}
+
+// A Filler makes ranges of a payload buffer hold the payload's bytes on
+// demand (chunk.Frames: a chunk compressed as independent frames).
+type Filler interface {
+	// Fill makes bytes [lo, hi) of the buffer hold the payload's bytes
+	// and returns end ≥ hi such that bytes [lo, end) do. It is safe for
+	// concurrent use, and bytes it returned for never change again.
+	Fill(lo, hi int) (end int, err error)
+}
+
+// NewPartialChunkView is NewChunkView over a payload buffer that holds the
+// payload's bytes only where fill has made it (nil: all of it). The view
+// fills what it reads first: the start of the buffer up to the span list
+// (the string table and span index), and for a span the stretch of the
+// span index it lies in (from the marked span at or before it to the next
+// marked span), where it walks and decodes; so a view reads a span of a
+// payload stored as frames cut at marked spans (ChunkEncoder.FrameCuts)
+// by decompressing only the frame holding the prologue and the frame
+// holding the span. A Fill error is returned as is.
+func NewPartialChunkView(payload []byte, fill Filler, lim Limits) (*ChunkView, error) {
+	lim = lim.withDefaults()
+	d := chunkDecoder{p: payload, lim: lim, lazy: true, viewTable: true}
+	limited := false
+	if fill != nil && len(payload) > 0 {
+		end, err := fill.Fill(0, 1)
+		if err != nil {
+			return nil, err
+		}
+		if end < len(payload) {
+			d.p, d.size, limited = payload[:end], len(payload), true
+		}
+	}
 	n, err := d.prologue()
+	if err != nil && limited {
+		// The prologue does not end where the first fill did (not a
+		// layout the writer makes): read it from the whole payload.
+		if _, err := fill.Fill(0, len(payload)); err != nil {
+			return nil, err
+		}
+		d = chunkDecoder{p: payload, lim: lim, lazy: true, viewTable: true}
+		n, err = d.prologue()
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &ChunkView{p: payload, lim: d.lim, ents: d.ents, region: string(payload[d.tableStart:d.tableEnd]),
+	return &ChunkView{p: payload, lim: d.lim, fill: fill, ents: d.ents, region: string(payload[d.tableStart:d.tableEnd]),
 		base: int32(d.tableStart), checked: make([]atomic.Uint64, (len(d.ents)+63)/64),
 		spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}, nil
 }
@@ -792,11 +871,11 @@ func (v *ChunkView) Span(i int) (*Span, error) { return v.decode(i, false) }
 func (v *ChunkView) Summary(i int) (*Span, error) { return v.decode(i, true) }
 
 func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
-	off, err := v.offset(i)
+	off, p, err := v.offset(i)
 	if err != nil {
 		return nil, err
 	}
-	d := chunkDecoder{p: v.p, off: off, lim: v.lim, view: v, nstrs: len(v.ents), summary: summary, shallowRoot: summary}
+	d := chunkDecoder{p: p, off: off, lim: v.lim, view: v, nstrs: len(v.ents), summary: summary, shallowRoot: summary}
 	s, err := d.span()
 	if err != nil {
 		return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
@@ -804,19 +883,44 @@ func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
 	return s, nil
 }
 
-// offset returns where span i starts, walking (once) over the spans
+// stretch returns where the span index stretch holding span i (in range)
+// starts and ends: from the marked span at or before i (span 0 for the
+// first stretch) to the next marked span, or to the end of the payload.
+// Every span of a well-formed payload lies inside its stretch.
+func (v *ChunkView) stretch(i int) (lo, hi int) {
+	lo, hi = int(v.first), len(v.p)
+	if v.stride > 0 {
+		if g := i / v.stride; g > 0 {
+			lo = int(v.marks[g-1].off)
+		}
+		if g := i / v.stride; g < len(v.marks) {
+			hi = int(v.marks[g].off)
+		}
+	}
+	return lo, max(lo, hi)
+}
+
+// offset returns where span i starts and the payload up to the end of its
+// stretch (filled, for a partial view), walking (once) over the spans
 // between it and the nearest span before it whose start is known. The walk
 // stays inside i's stretch of the span index, so it finds what
 // DecodeChunkSpan finds.
-func (v *ChunkView) offset(i int) (int, error) {
+func (v *ChunkView) offset(i int) (int, []byte, error) {
 	if i < 0 || i >= v.spans {
-		return 0, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, v.spans)
+		return 0, nil, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, v.spans)
 	}
+	lo, hi := v.stretch(i)
+	if v.fill != nil {
+		if _, err := v.fill.Fill(lo, hi); err != nil {
+			return 0, nil, err
+		}
+	}
+	p := v.p[:hi]
 	if i == 0 {
-		return int(v.first), nil
+		return int(v.first), p, nil
 	}
 	if v.stride > 0 && i%v.stride == 0 {
-		return int(v.marks[i/v.stride-1].off), nil
+		return int(v.marks[i/v.stride-1].off), p, nil
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -824,7 +928,7 @@ func (v *ChunkView) offset(i int) (int, error) {
 		v.offs = make([]int32, v.spans)
 	}
 	if off := v.offs[i]; off != 0 {
-		return int(off), nil
+		return int(off), p, nil
 	}
 	j := i - 1 // the nearest known start before i
 	g := 0     // the marked span starting i's stretch
@@ -836,26 +940,26 @@ func (v *ChunkView) offset(i int) (int, error) {
 	}
 	off := int(v.offs[j])
 	if j == g {
-		if g == 0 {
-			off = int(v.first)
-		} else {
-			off = int(v.marks[g/v.stride-1].off)
-		}
+		off = lo
 	}
-	d := chunkDecoder{p: v.p, off: off, lim: v.lim}
+	d := chunkDecoder{p: p, off: off, lim: v.lim}
 	for ; j < i; j++ {
 		if err := d.skip(); err != nil {
-			return 0, fmt.Errorf("chunk payload span %d: %w", j, err)
+			return 0, nil, fmt.Errorf("chunk payload span %d: %w", j, err)
 		}
 		v.offs[j+1] = int32(d.off)
 	}
-	return d.off, nil
+	return d.off, p, nil
 }
 
 type chunkDecoder struct {
 	p   []byte
 	off int
 	lim Limits
+	// size, when not 0, is the length of the whole payload of which p is
+	// a prefix (NewPartialChunkView reads the prologue from the part a
+	// fill made available): what span index entries are checked against.
+	size int
 	// strs is the string table. Eagerly, every entry is a substring of one
 	// copy of the table region; lazily, entries are copied and checked on
 	// first use from their location in ents ("" until then).
@@ -897,6 +1001,14 @@ func (d *chunkDecoder) corrupt(off int, format string, args ...any) error {
 }
 
 func (d *chunkDecoder) remaining() int { return len(d.p) - d.off }
+
+// payloadLen is the length of the whole payload (see size).
+func (d *chunkDecoder) payloadLen() int {
+	if d.size != 0 {
+		return d.size
+	}
+	return len(d.p)
+}
 
 // head reads one CBOR initial byte and its argument. Indefinite lengths and
 // reserved additional information are rejected: the format uses neither.
@@ -954,8 +1066,8 @@ func (d *chunkDecoder) length(want byte, minBytes int, what string) (int, error)
 	if major != want {
 		return 0, d.corrupt(at, "%s: want %s, got %s", what, majorName(want), describeHead(major, arg))
 	}
-	if arg > uint64(d.remaining()/minBytes) {
-		return 0, d.corrupt(at, "%s: %d elements cannot fit in the %d bytes left", what, arg, d.remaining())
+	if left := d.payloadLen() - d.off; arg > uint64(left/minBytes) {
+		return 0, d.corrupt(at, "%s: %d elements cannot fit in the %d bytes left", what, arg, left)
 	}
 	return int(arg), nil
 }
@@ -1165,8 +1277,8 @@ func (d *chunkDecoder) spanIndex() error {
 		if err != nil {
 			return err
 		}
-		if dist < 1 || dist > uint64(len(d.p)) {
-			return d.corrupt(at, "span index entry %d: distance %d outside the payload of %d bytes", k, dist, len(d.p))
+		if dist < 1 || dist > uint64(d.payloadLen()) {
+			return d.corrupt(at, "span index entry %d: distance %d outside the payload of %d bytes", k, dist, d.payloadLen())
 		}
 		d.marks[k] = spanMark{at: int32(at), off: int32(dist)}
 	}
@@ -1184,8 +1296,8 @@ func (d *chunkDecoder) placeMarks(n int) error {
 	off := int64(d.off)
 	for k := range d.marks {
 		off += int64(d.marks[k].off)
-		if off >= int64(len(d.p)) {
-			return d.corrupt(int(d.marks[k].at), "span index entry %d: span %d at offset %d, past the payload's end %d", k, (k+1)*d.stride, off, len(d.p))
+		if off >= int64(d.payloadLen()) {
+			return d.corrupt(int(d.marks[k].at), "span index entry %d: span %d at offset %d, past the payload's end %d", k, (k+1)*d.stride, off, d.payloadLen())
 		}
 		d.marks[k].off = int32(off)
 	}
@@ -1223,6 +1335,22 @@ func (d *chunkDecoder) seekSpan(i, cur int) int {
 	}
 	d.off = int(d.marks[g/d.stride-1].off)
 	return g
+}
+
+// spanInStretch decodes span i, which starts at d.off, reading nothing
+// past the end of its span index stretch (the next marked span, if any):
+// a span of a well-formed payload ends there, and ChunkView reads a span
+// the same way.
+func (d *chunkDecoder) spanInStretch(i int) (*Span, error) {
+	full := d.p
+	if d.stride > 0 {
+		if g := i / d.stride; g < len(d.marks) {
+			d.p = full[:d.marks[g].off]
+		}
+	}
+	s, err := d.span()
+	d.p = full
+	return s, err
 }
 
 // peekByte reports whether the next byte is b.

@@ -22,3 +22,9 @@ func StripSpanIndex(p []byte) ([]byte, error) {
 	out := append([]byte{majorArray | 2}, p[1:d.indexAt]...)
 	return append(out, p[end:]...), nil
 }
+
+// SpanStart is where span i of the view's payload starts.
+func SpanStart(v *ChunkView, i int) (int, error) {
+	off, _, err := v.offset(i)
+	return off, err
+}

@@ -1,0 +1,208 @@
+package storedir
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ztsd/ztsd/chunk"
+	"github.com/ztsd/ztsd/trace"
+)
+
+// framesTestStore writes 1,500 spans of the bench workload in requests of
+// 500 (chunks of ~200 KiB of payload, zstd) into an open store 000000 and
+// closes the DB; it returns the spans and the data file's path.
+func framesTestStore(t *testing.T, dir string) ([]*trace.Span, string) {
+	t.Helper()
+	reqs, spans, _ := benchRequests(5, 1500, 500)
+	reqs, spans = reqs[:3], spans[:1500]
+	o := testOptions()
+	o.ChunkTargetSize = 1 << 20
+	o.MaxStoreSize = 64 << 20
+	if o.Chunk.Compression != chunk.Zstd {
+		t.Fatalf("default compression %v, the test needs zstd", o.Chunk.Compression)
+	}
+	db := openTestDB(t, dir, o)
+	for _, r := range reqs {
+		if err := db.Append(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return spans, filepath.Join(dir, StoreName(0), dataFile)
+}
+
+// chunkFrames returns the offsets of a data file's chunks and how many zstd
+// frames each is stored in.
+func chunkFrames(t *testing.T, path string) (offs []int64, frames []int) {
+	t.Helper()
+	f, err := chunk.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for off := int64(chunk.HeaderSize); off < f.Size(); {
+		fr, next, err := f.ReadFrames(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs, frames = append(offs, off), append(frames, fr.Frames())
+		off = next
+	}
+	return offs, frames
+}
+
+// checkAllSpans gets every span by trace and span id and compares it with
+// what was stored.
+func checkAllSpans(t *testing.T, db *DB, spans []*trace.Span) {
+	t.Helper()
+	for _, want := range spans {
+		got, err := db.GetSpan(context.Background(), want.TraceID, want.SpanID)
+		if err != nil {
+			t.Fatalf("span %s/%s: %v", want.TraceID, want.SpanID, err)
+		}
+		w, g := *want, *got
+		w.Children, g.Children = nil, nil
+		if !g.Equal(&w) {
+			t.Fatalf("span %s/%s differs: %s", want.TraceID, want.SpanID, trace.Diff(&w, &g))
+		}
+	}
+}
+
+// TestGetAcrossFrames: large chunks are written as several zstd frames, and
+// every span of them reads back whole, each trace through a view that
+// decompresses only the frames its spans are in.
+func TestGetAcrossFrames(t *testing.T) {
+	dir := t.TempDir()
+	spans, path := framesTestStore(t, dir)
+	_, frames := chunkFrames(t, path)
+	if len(frames) != 3 {
+		t.Fatalf("%d chunks, want 3 (one per request)", len(frames))
+	}
+	for i, n := range frames {
+		if n < 4 {
+			t.Fatalf("chunk %d is %d frames, want at least 4 for ~200 KiB of payload", i, n)
+		}
+	}
+	db := openTestDB(t, dir, testOptions())
+	defer db.Close()
+	checkAllSpans(t, db, spans)
+	// Whole traces too (the spans of a trace can straddle two frames).
+	seen := map[trace.TraceID]int{}
+	for _, sp := range spans {
+		seen[sp.TraceID]++
+	}
+	for id, n := range seen {
+		roots, err := db.GetTrace(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		var count func(s []*trace.Span)
+		count = func(s []*trace.Span) {
+			for _, sp := range s {
+				got++
+				count(sp.Children)
+			}
+		}
+		count(roots)
+		if got != n {
+			t.Fatalf("trace %s: %d spans, want %d", id, got, n)
+		}
+	}
+}
+
+// TestGetOldLayoutChunks: a data file whose large zstd chunks are one frame
+// each (as every chunk was written before frames) reads back whole.
+func TestGetOldLayoutChunks(t *testing.T) {
+	dir := t.TempDir()
+	spans, path := framesTestStore(t, dir)
+	// Rewrite the data file with the same payloads as one frame each
+	// (File.Append compresses as Encode always did) and drop the indexes,
+	// which the next Open rebuilds from it.
+	src, err := chunk.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payloads [][]byte
+	sc := src.Scanner()
+	for sc.Next() {
+		_, p := sc.Chunk()
+		payloads = append(payloads, append([]byte(nil), p...))
+	}
+	opt := src.Options()
+	src.Close()
+	if sc.Err() != nil || len(payloads) != 3 {
+		t.Fatalf("scan: %v, %d chunks", sc.Err(), len(payloads))
+	}
+	for _, name := range []string{dataFile, metaDir, textDir} {
+		if err := os.RemoveAll(filepath.Join(dir, StoreName(0), name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst, err := chunk.Create(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range payloads {
+		if _, err := dst.Append(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, frames := chunkFrames(t, path); len(frames) != 3 || frames[0] != 1 || frames[1] != 1 || frames[2] != 1 {
+		t.Fatalf("rewritten chunks are %v frames, want one each", frames)
+	}
+	db := openTestDB(t, dir, testOptions())
+	defer db.Close()
+	checkAllSpans(t, db, spans)
+}
+
+// TestDamagedFrame: a frame of a chunk damaged under a correct CRC-32 (so
+// only zstd can tell) fails the read of a span in it as a damaged chunk:
+// the get warns naming the store and the chunk's offset, the damage log's
+// error names the frame and its offset in the stored bytes; a span in
+// another frame of the chunk read before still read whole.
+func TestDamagedFrame(t *testing.T) {
+	dir := t.TempDir()
+	spans, path := framesTestStore(t, dir)
+	offs, _ := chunkFrames(t, path)
+	off := offs[1]
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := raw[off+chunk.ChunkHeaderSize : offs[2]]
+	stored[len(stored)-40] ^= 0x33 // inside the last frame's last block
+	binary.BigEndian.PutUint32(raw[off+12:], crc32.ChecksumIEEE(stored))
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The second request is the second chunk: its first span is in the
+	// chunk's second frame, its last in the damaged last frame.
+	inChunk := spans[500:1000]
+	db := openTestDB(t, dir, testOptions())
+	defer db.Close()
+	first, last := inChunk[0], inChunk[len(inChunk)-1]
+	if _, err := db.GetSpan(context.Background(), first.TraceID, first.SpanID); err != nil {
+		t.Fatalf("span in an intact frame of the chunk: %v", err)
+	}
+	_, warns, err := db.GetSpanWithWarnings(context.Background(), last.TraceID, last.SpanID)
+	if err != nil || len(warns) != 1 || warns[0].Store != StoreName(0) || warns[0].Offset != off {
+		t.Fatalf("span in the damaged frame: %v, warnings %+v; want one naming store %s offset %d", err, warns, StoreName(0), off)
+	}
+	if !strings.Contains(warns[0].Error, "zstd: frame") || !strings.Contains(warns[0].Error, "at stored byte") {
+		t.Fatalf("warning %q does not name the frame and its offset", warns[0].Error)
+	}
+	if n := db.DamagedChunks(); n != 1 {
+		t.Fatalf("DamagedChunks = %d, want 1", n)
+	}
+}
