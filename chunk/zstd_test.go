@@ -101,8 +101,9 @@ func TestZstdFrameRules(t *testing.T) {
 // content size and checksum, and nothing else, and smaller than LZ4 on a
 // trace payload.
 // Payloads of every size class: the smallest that is compressed
-// (zstdMinSize), a sample, and larger than the encoder's window
-// (zstdWindow); a smaller one is stored raw.
+// (zstdMinSize, at SpeedFastest), the smallest at zstdLevel (zstdFastMax),
+// a sample, and larger than the encoder's window (zstdWindow); a smaller
+// one is stored raw.
 func TestZstdWrittenFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 19))
 	for _, n := range []int{200, zstdMinSize - 1} {
@@ -116,7 +117,7 @@ func TestZstdWrittenFrame(t *testing.T) {
 			t.Fatalf("%d bytes stored raw: read back: %v", n, err)
 		}
 	}
-	for _, p := range [][]byte{cborTrace(rng, zstdMinSize), samplePayloads(t)["zorka-tdb-sampled-tomcat-trc.cbor"], cborTrace(rng, 3*zstdWindow)} {
+	for _, p := range [][]byte{cborTrace(rng, zstdMinSize), cborTrace(rng, zstdFastMax), samplePayloads(t)["zorka-tdb-sampled-tomcat-trc.cbor"], cborTrace(rng, 3*zstdWindow)} {
 		c, err := Encode(p, Options{Zstd, true}, nil)
 		if err != nil || c.StoredRaw() {
 			t.Fatalf("%d bytes: Encode: %v, raw %v", len(p), err, c.StoredRaw())

@@ -30,7 +30,7 @@ func BenchmarkAppendSmallConcurrent(b *testing.B) {
 		reqs [][]*trace.Span
 	}{{"realistic", realistic}, {"telemetrygen", telemetrygenRequests(20_000)}}
 	for _, shape := range shapes {
-		for _, n := range []int{2, 8, 32} {
+		for _, n := range []int{1, 2, 8, 32} {
 			benchAppendSmall(b, shape.name, shape.reqs, n)
 		}
 	}
