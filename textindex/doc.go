@@ -34,7 +34,11 @@
 // both). Patterns of at least 3 bytes (lower-cased) intersect the posting
 // lists of up to maxQueryTrigrams of their trigrams block by block and
 // verify each candidate against the stored string; shorter patterns scan
-// the dictionary. Results are ascending ids.
+// the dictionary. Results are ascending ids. The join is led by the
+// trigram with the smallest first list: only its lists are decoded, the
+// other trigrams' lists are read only while candidates are left and only
+// where the candidates are (postings.Filter), and a trigram missing from a
+// block moves the lead past it.
 //
 // # Concurrency
 //

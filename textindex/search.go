@@ -57,6 +57,7 @@ type searcher struct {
 	ids       []uint64
 	truncated bool
 	buf       []byte
+	key       []byte // a lookup's key buffer
 	checked   int
 }
 
@@ -138,6 +139,7 @@ type postingCursor struct {
 	iter   *pebble.Iterator
 	block  uint64
 	valid  bool
+	key    []byte // seek's key buffer
 }
 
 func (s *searcher) newCursor(prefix []byte) (*postingCursor, error) {
@@ -164,7 +166,8 @@ func (c *postingCursor) settle(valid bool) error {
 }
 
 func (c *postingCursor) seek(block uint64) error {
-	return c.settle(c.iter.SeekGE(appendOrdered(append([]byte(nil), c.prefix...), block)))
+	c.key = appendOrdered(append(c.key[:0], c.prefix...), block)
+	return c.settle(c.iter.SeekGE(c.key))
 }
 
 func (c *postingCursor) next() error { return c.settle(c.iter.Next()) }
@@ -179,6 +182,19 @@ func (c *postingCursor) offsets(dst []uint32) ([]uint32, error) {
 		return dst, fmt.Errorf("posting list %x: %w", c.iter.Key(), err)
 	}
 	return out, nil
+}
+
+// filter keeps the candidates the cursor's posting list holds.
+func (c *postingCursor) filter(f *postings.Filter, cands []uint32) ([]uint32, error) {
+	v, err := c.iter.ValueAndErr()
+	if err != nil {
+		return cands, err
+	}
+	f.Reset(cands)
+	if err := f.Add(v, blockSize); err != nil {
+		return cands, fmt.Errorf("posting list %x: %w", c.iter.Key(), err)
+	}
+	return f.Kept(), nil
 }
 
 // chooseTrigrams returns up to maxQueryTrigrams distinct trigrams of p,
@@ -204,102 +220,103 @@ func chooseTrigrams(p string) []uint32 {
 	return out
 }
 
-// trigrams intersects the pattern's trigram postings block by block (a
-// leapfrog join over block numbers), adds the long strings of each block,
-// and verifies every candidate.
+// trigrams intersects the pattern's trigram postings block by block and
+// verifies every candidate; the long strings of each block (too long for
+// trigrams) are candidates too.
+//
+// The trigram cursors are ordered by the size of their first list, the
+// smallest (likely the rarest trigram) leading: the lead walks its blocks,
+// its list is decoded, and each following cursor is moved to the block
+// only while candidates are left, and then only read where the candidates
+// are (postings.Filter). A following cursor found past the block moves the
+// lead there (a leapfrog join). So a selective pattern costs about its
+// rarest trigram's lists, not every trigram's: common trigrams (digits in
+// a large store) are seldom positioned, and their long lists never decoded.
 func (s *searcher) trigrams() error {
-	var cursors []*postingCursor
+	var grams []*postingCursor
+	var long *postingCursor
 	defer func() {
-		for _, c := range cursors {
+		for _, c := range grams {
 			c.iter.Close()
 		}
+		if long != nil {
+			long.iter.Close()
+		}
 	}()
+	gramsValid := true
 	for _, g := range chooseTrigrams(s.pattern) {
 		c, err := s.newCursor([]byte{prefixGram, byte(g >> 16), byte(g >> 8), byte(g)})
 		if err != nil {
 			return err
 		}
-		cursors = append(cursors, c)
+		grams = append(grams, c)
+		gramsValid = gramsValid && c.valid
 	}
-	long, err := s.newCursor([]byte{prefixLong})
-	if err != nil {
+	var err error
+	if long, err = s.newCursor([]byte{prefixLong}); err != nil {
 		return err
 	}
-	cursors = append(cursors, long)
-	grams := cursors[:len(cursors)-1]
+	if gramsValid {
+		slices.SortStableFunc(grams, func(a, b *postingCursor) int { return len(a.iter.Value()) - len(b.iter.Value()) })
+	}
+	lead := grams[0]
 
-	var cands, offs []uint32
-	for {
+	var cands, longOffs []uint32
+	var filter postings.Filter
+	for gramsValid || long.valid {
 		if err := s.ctx.Err(); err != nil {
 			return err
 		}
-		// Align the trigram cursors on the same block.
-		gramsValid := true
-		for aligned := false; !aligned && gramsValid; {
-			aligned = true
-			var top uint64
-			for _, c := range grams {
-				if !c.valid {
-					gramsValid = false
-					break
-				}
-				top = max(top, c.block)
-			}
-			for _, c := range grams {
-				if gramsValid && c.block < top {
-					aligned = false
-					if err := c.seek(top); err != nil {
-						return err
-					}
-					gramsValid = c.valid
-				}
-			}
-		}
-		if !gramsValid && !long.valid {
-			return nil
-		}
-		blk := uint64(0)
-		switch {
-		case gramsValid && long.valid:
-			blk = min(grams[0].block, long.block)
-		case gramsValid:
-			blk = grams[0].block
-		default:
-			blk = long.block
+		blk := long.block
+		if gramsValid && (!long.valid || lead.block < long.block) {
+			blk = lead.block
 		}
 		cands = cands[:0]
-		if gramsValid && grams[0].block == blk {
-			// Smallest list first, and every list intersected: the cursors
-			// already hold this block's lists, so decoding one costs
-			// little, whereas verifying a candidate is a point lookup of
-			// its string that, in an index larger than its block cache,
-			// reads and decompresses a block (a 10 M-span data directory:
-			// those lookups were half of all read CPU, mostly zstd).
-			slices.SortFunc(grams, func(a, b *postingCursor) int { return len(a.iter.Value()) - len(b.iter.Value()) })
-			for i, c := range grams {
-				if i > 0 && len(cands) == 0 {
+		if gramsValid && lead.block == blk {
+			next := blk + 1 // where the lead goes next
+			if cands, err = lead.offsets(cands); err != nil {
+				return err
+			}
+			for _, c := range grams[1:] {
+				if len(cands) == 0 {
 					break
 				}
-				if offs, err = c.offsets(offs); err != nil {
-					return err
+				if c.block < blk {
+					if err := c.seek(blk); err != nil {
+						return err
+					}
 				}
-				if i == 0 {
-					cands = append(cands, offs...)
-				} else {
-					cands = postings.Intersect(cands, offs)
+				if !c.valid {
+					gramsValid = false // no later block holds this trigram
+					cands = cands[:0]
+					break
+				}
+				if c.block > blk {
+					next = c.block // no block before holds this trigram
+					cands = cands[:0]
+					break
+				}
+				if cands, err = c.filter(&filter, cands); err != nil {
+					return err
 				}
 			}
-			for _, c := range grams {
-				if err := c.next(); err != nil {
+			if gramsValid {
+				if next == blk+1 {
+					err = lead.next()
+				} else {
+					err = lead.seek(next)
+				}
+				if err != nil {
 					return err
 				}
+				gramsValid = lead.valid
 			}
 		}
 		if long.valid && long.block == blk {
-			if offs, err = long.offsets(offs); err != nil {
+			if longOffs, err = long.offsets(longOffs); err != nil {
 				return err
 			}
-			cands = postings.Union(cands, offs)
+			cands = postings.Union(cands, longOffs)
 			if err := long.next(); err != nil {
 				return err
 			}
@@ -312,7 +329,8 @@ func (s *searcher) trigrams() error {
 			if id > s.count {
 				return nil // ascending: every later candidate is newer too
 			}
-			v, ok, err := s.r.Get(idKey(nil, id))
+			s.key = idKey(s.key[:0], id)
+			v, ok, err := s.r.Get(s.key)
 			if err != nil {
 				return err
 			}
@@ -324,6 +342,7 @@ func (s *searcher) trigrams() error {
 			}
 		}
 	}
+	return nil
 }
 
 // prefixEnd returns the smallest key greater than every key starting with p.

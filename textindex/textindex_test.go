@@ -406,3 +406,65 @@ func FuzzDecodeState(f *testing.F) {
 		}
 	})
 }
+
+// TestSearchAcrossBlocks compares Search with the brute-force definition
+// over a dictionary of several posting blocks, where a pattern's trigrams
+// occur in different blocks, together only in some (the join moves the
+// lead cursor past blocks another trigram is missing from), and long
+// strings sit in blocks without trigram matches.
+func TestSearchAcrossBlocks(t *testing.T) {
+	ix := openTest(t, t.TempDir())
+	defer ix.Close()
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n = 5*blockSize + 300
+	strs := make([]string, 0, n)
+	for i := 0; len(strs) < n; i++ {
+		blk := len(strs) >> blockShift
+		s := fmt.Sprintf("u%07d select %d", 1_000_000+rng.IntN(1_000_000), rng.IntN(10_000_000))
+		switch {
+		case i%5003 == 17 && blk%2 == 0:
+			s += " quokka-head" // "quo…" only in even blocks
+		case i%4999 == 29 && blk >= 2:
+			s += " tail-okka" // "okk…" in blocks 2 and later
+		case i%7001 == 3 && blk == 3:
+			s = strings.Repeat("Long ", 1000) + "QUOKKA" // a long string, verified directly
+		case i == 4*blockSize+9:
+			s += " quokka-rare" // every trigram, in one block only
+		}
+		strs = append(strs, s)
+	}
+	dict := internAll(t, ix, strs, 997)
+	patterns := []string{"quokka", "QUOKKA-", "okka", "uokk", "quokka-rare", "okka-head", "tail-okka",
+		"u1234", "u15", "select 12", "1234567", "ong lo", "zzz"}
+	for range 40 {
+		s := dict[rng.IntN(len(dict))]
+		a := rng.IntN(len(s) - 8)
+		patterns = append(patterns, s[a:a+3+rng.IntN(6)])
+	}
+	check := func(when string) {
+		for _, p := range patterns {
+			want := bruteSearch(dict, p)
+			for _, limit := range []int{0, 1, 7} {
+				got, truncated, err := ix.Search(context.Background(), p, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := len(want)
+				if limit > 0 {
+					n = min(limit, n)
+				}
+				if !slices.Equal(got, want[:n]) || truncated != (n < len(want)) {
+					t.Fatalf("%s: Search(%q, %d) = %v (truncated %v), want %v of %d", when, p, limit, head(got), truncated, head(want[:n]), len(want))
+				}
+			}
+		}
+	}
+	check("merged operands")
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	check("after compaction")
+}

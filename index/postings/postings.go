@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	mathbits "math/bits"
+	"slices"
 )
 
 // Operand kinds.
@@ -336,4 +337,177 @@ func Compact(dst, src []byte, limit uint32) ([]byte, error) {
 		return dst, err
 	}
 	return Append(dst, offs), nil
+}
+
+// Filter keeps the elements of a candidate set (a sorted set of offsets)
+// that one or more posting values hold, without decoding the values into
+// offsets: a bitmap operand answers each candidate in its range with one
+// bit test, a list operand is walked only up to the last candidate (the
+// rest of it is skipped by counting its varints). Intersecting a short
+// list with long ones so costs about the short list, not the long ones.
+//
+// What is read is checked as Decode checks it (offsets below the limit,
+// truncation, unknown operand kinds), with the byte offset in the error;
+// the skipped tail of a list operand is checked for truncation only.
+// A Filter is reused across sets with Reset; it is not safe for
+// concurrent use.
+type Filter struct {
+	cands []uint32
+	found []uint64 // bit i: cands[i] is held by a value added
+	left  int      // candidates not found yet
+}
+
+// Reset starts a filter over cands (sorted ascending, no duplicates; the
+// filter keeps it until Kept and writes the result over it).
+func (f *Filter) Reset(cands []uint32) {
+	f.cands = cands
+	n := (len(cands) + 63) / 64
+	if cap(f.found) < n {
+		f.found = make([]uint64, n)
+	} else {
+		f.found = f.found[:n]
+		clear(f.found)
+	}
+	f.left = len(cands)
+}
+
+// Add marks the candidates that src (a posting value: one or more
+// operands) holds. Every offset of src must be < limit (≤ MaxLimit).
+func (f *Filter) Add(src []byte, limit uint32) error {
+	if limit > MaxLimit {
+		return fmt.Errorf("posting limit %d exceeds %d", limit, MaxLimit)
+	}
+	for pos := 0; pos < len(src) && f.left > 0; {
+		next, err := f.addOperand(src, pos, limit)
+		if err != nil {
+			return err
+		}
+		pos = next
+	}
+	return nil
+}
+
+func (f *Filter) mark(i int) {
+	if w, b := i>>6, uint64(1)<<(i&63); f.found[w]&b == 0 {
+		f.found[w] |= b
+		f.left--
+	}
+}
+
+// addOperand marks the candidates the operand at src[pos:] holds and
+// returns the position after it.
+func (f *Filter) addOperand(src []byte, pos int, limit uint32) (int, error) {
+	opStart := pos
+	kind := src[pos]
+	pos++
+	cands := f.cands
+	switch kind {
+	case kindList:
+		n, p, err := readUvarint(src, pos, "count")
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 || n > uint64(limit) || n > uint64(len(src)-p) {
+			return 0, fmt.Errorf("%w: list operand at byte %d: count %d out of range", ErrCorrupt, opStart, n)
+		}
+		v, p, err := readUvarint(src, p, "first offset")
+		if err != nil {
+			return 0, err
+		}
+		pos = p
+		if v >= uint64(limit) {
+			return 0, fmt.Errorf("%w: list operand at byte %d: offset %d ≥ block size %d", ErrCorrupt, opStart, v, limit)
+		}
+		j, _ := slices.BinarySearch(cands, uint32(v))
+		for i := uint64(1); ; i++ {
+			for j < len(cands) && uint64(cands[j]) < v {
+				j++
+			}
+			if j == len(cands) {
+				// Past the last candidate: skip the remaining deltas.
+				return skipUvarints(src, pos, n-i, opStart)
+			}
+			if uint64(cands[j]) == v {
+				f.mark(j)
+			}
+			if i == n {
+				return pos, nil
+			}
+			d, p, err := readUvarint(src, pos, "delta")
+			if err != nil {
+				return 0, err
+			}
+			pos = p
+			v += d + 1
+			if d >= uint64(limit) || v >= uint64(limit) {
+				return 0, fmt.Errorf("%w: list operand at byte %d: offset ≥ block size %d", ErrCorrupt, opStart, limit)
+			}
+		}
+	case kindBitmap:
+		first, p, err := readUvarint(src, pos, "first offset")
+		if err != nil {
+			return 0, err
+		}
+		nb, p, err := readUvarint(src, p, "bitmap length")
+		if err != nil {
+			return 0, err
+		}
+		pos = p
+		if first >= uint64(limit) || nb == 0 || nb > uint64(limit)/8+1 || nb > uint64(len(src)-pos) {
+			return 0, fmt.Errorf("%w: bitmap operand at byte %d: first %d, %d bytes out of range", ErrCorrupt, opStart, first, nb)
+		}
+		bm := src[pos : pos+int(nb)]
+		end := first + 8*nb
+		j, _ := slices.BinarySearch(cands, uint32(first))
+		for ; j < len(cands) && uint64(cands[j]) < end; j++ {
+			d := uint64(cands[j]) - first
+			if bm[d>>3]&(1<<(d&7)) != 0 {
+				f.mark(j)
+			}
+		}
+		return pos + int(nb), nil
+	default:
+		return 0, fmt.Errorf("%w: unknown operand kind 0x%02x at byte %d", ErrCorrupt, kind, opStart)
+	}
+}
+
+// skipUvarints returns the position after the n varints at src[pos:]; an
+// error names the operand (at byte opStart) when src ends first.
+func skipUvarints(src []byte, pos int, n uint64, opStart int) (int, error) {
+	for n > 0 {
+		// Eight bytes at a time: a varint ends at each byte whose high bit
+		// is clear.
+		for n >= 8 && pos+8 <= len(src) {
+			w := binary.LittleEndian.Uint64(src[pos:])
+			ends := uint64(mathbits.OnesCount64(^w & 0x8080808080808080))
+			if ends > n {
+				break
+			}
+			n -= ends
+			pos += 8
+		}
+		if n == 0 {
+			break
+		}
+		if pos >= len(src) {
+			return 0, fmt.Errorf("%w: list operand at byte %d: truncated", ErrCorrupt, opStart)
+		}
+		if src[pos] < 0x80 {
+			n--
+		}
+		pos++
+	}
+	return pos, nil
+}
+
+// Kept returns the candidates marked by Add, ascending, written over the
+// slice given to Reset.
+func (f *Filter) Kept() []uint32 {
+	out := f.cands[:0]
+	for i, c := range f.cands {
+		if f.found[i>>6]&(1<<(i&63)) != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -133,8 +134,23 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{kindList, 0xff, 0xff, 0x03, 0}, uint16(65535))
 	f.Fuzz(func(t *testing.T, val []byte, limit uint16) {
 		got, err := Decode(val, uint32(limit), nil)
+		// A Filter reads the same bytes: it never panics, and over a value
+		// that decodes it keeps exactly the candidates in the set.
+		var cands []uint32
+		for o := uint32(0); o < uint32(limit); o += 1 + o%7 {
+			cands = append(cands, o)
+		}
+		var fl Filter
+		fl.Reset(slices.Clone(cands))
+		ferr := fl.Add(val, uint32(limit))
 		if err != nil {
 			return
+		}
+		if ferr != nil {
+			t.Fatalf("Decode accepts %x, Filter says %v", val, ferr)
+		}
+		if kept, want := fl.Kept(), Intersect(cands, got); !slices.Equal(kept, want) {
+			t.Fatalf("filter kept %v, want %v", kept, want)
 		}
 		for i, o := range got {
 			if o >= uint32(limit) || (i > 0 && got[i-1] >= o) {
@@ -158,5 +174,91 @@ func TestAppendSplitsMixedDensity(t *testing.T) {
 	got, err := Decode(enc, 4096, nil)
 	if err != nil || !slices.Equal(got, offs) {
 		t.Fatalf("round trip failed: %v", err)
+	}
+}
+
+// randomValue builds a posting value of 1–4 operands (lists and bitmaps,
+// overlapping and out of order, as merges leave them) and returns it with
+// the set it denotes.
+func randomValue(rng *rand.Rand, limit uint32) ([]byte, []uint32) {
+	var val []byte
+	var set []uint32
+	for range 1 + rng.IntN(4) {
+		var offs []uint32
+		lo := rng.Uint32N(limit)
+		hi := lo + rng.Uint32N(limit-lo) + 1
+		density := 1 + rng.IntN(40) // 1 in density
+		for o := lo; o < hi; o++ {
+			if rng.IntN(density) == 0 {
+				offs = append(offs, o)
+			}
+		}
+		if len(offs) == 0 {
+			offs = []uint32{lo}
+		}
+		val = Append(val, offs)
+		set = Union(set, offs)
+	}
+	return val, set
+}
+
+func TestFilterAgreesWithDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var f Filter
+	for i := range 3000 {
+		limit := uint32(1) << (4 + rng.IntN(11))
+		// One or two values (a union, as a text conjunct's sources are).
+		nvals := 1 + rng.IntN(2)
+		var vals [][]byte
+		var want []uint32
+		for range nvals {
+			v, set := randomValue(rng, limit)
+			vals = append(vals, v)
+			want = Union(want, set)
+		}
+		cands, _ := randomValue(rng, limit)
+		cset, err := Decode(cands, limit, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rng.IntN(4) == 0 { // few candidates, as after a rare list
+			cset = cset[:min(len(cset), 1+rng.IntN(5))]
+		}
+		want = Intersect(slices.Clone(cset), want)
+		f.Reset(slices.Clone(cset))
+		for _, v := range vals {
+			if err := f.Add(v, limit); err != nil {
+				t.Fatalf("case %d: %v", i, err)
+			}
+		}
+		if got := f.Kept(); !slices.Equal(got, want) {
+			t.Fatalf("case %d: filter kept %v, want %v (candidates %v)", i, got, want, cset)
+		}
+	}
+}
+
+func TestFilterReportsCorruptionWithOffset(t *testing.T) {
+	good := Append(nil, []uint32{1, 2, 3})
+	cases := []struct {
+		name  string
+		val   []byte
+		cands []uint32
+		want  string
+	}{
+		{"unknown kind", append(slices.Clone(good), 0x09, 1, 1), []uint32{0, 4000}, "kind 0x09 at byte 4"},
+		{"truncated delta", []byte{kindList, 3, 1, 0, 0x80}, []uint32{0, 3, 4000}, "delta at byte 4"},
+		{"truncated tail past the candidates", []byte{kindList, 4, 1, 0, 0x80, 0x80}, []uint32{0, 1}, "list operand at byte 0: truncated"},
+		{"offset beyond block", []byte{kindList, 1, 0x80, 0x40}, []uint32{0}, "offset 8192"},
+		{"bitmap beyond input", append(slices.Clone(good), kindBitmap, 0, 4, 1), []uint32{0, 4000}, "bitmap operand at byte 4"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var f Filter
+			f.Reset(tc.cands)
+			err := f.Add(tc.val, 4096)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Add(%x) = %v, want ErrCorrupt naming %q", tc.val, err, tc.want)
+			}
+		})
 	}
 }
