@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -140,6 +139,7 @@ type postingCursor struct {
 	block  uint64
 	valid  bool
 	key    []byte // seek's key buffer
+	pos    int    // the trigram's position in the pattern
 }
 
 func (s *searcher) newCursor(prefix []byte) (*postingCursor, error) {
@@ -172,6 +172,21 @@ func (c *postingCursor) seek(block uint64) error {
 
 func (c *postingCursor) next() error { return c.settle(c.iter.Next()) }
 
+// moveTo moves the cursor to the first block ≥ block: by one step when
+// block follows the cursor's (a trigram in every block, as common ones
+// are: far cheaper than a seek), else by a seek.
+func (c *postingCursor) moveTo(block uint64) error {
+	if c.block >= block {
+		return nil
+	}
+	if c.block+1 == block {
+		if err := c.next(); err != nil || !c.valid || c.block >= block {
+			return err
+		}
+	}
+	return c.seek(block)
+}
+
 func (c *postingCursor) offsets(dst []uint32) ([]uint32, error) {
 	v, err := c.iter.ValueAndErr()
 	if err != nil {
@@ -197,15 +212,21 @@ func (c *postingCursor) filter(f *postings.Filter, cands []uint32) ([]uint32, er
 	return f.Kept(), nil
 }
 
+// queryGram is a trigram of a pattern and its byte position there.
+type queryGram struct {
+	gram uint32
+	pos  int
+}
+
 // chooseTrigrams returns up to maxQueryTrigrams distinct trigrams of p,
 // spread over it (first and last included).
-func chooseTrigrams(p string) []uint32 {
+func chooseTrigrams(p string) []queryGram {
 	all := make([]uint32, 0, len(p))
 	for i := 0; i+3 <= len(p); i++ {
 		all = append(all, uint32(p[i])<<16|uint32(p[i+1])<<8|uint32(p[i+2]))
 	}
 	seen := make(map[uint32]bool)
-	var out []uint32
+	var out []queryGram
 	n := len(all)
 	for k := 0; k < maxQueryTrigrams && k < n; k++ {
 		i := 0
@@ -214,10 +235,38 @@ func chooseTrigrams(p string) []uint32 {
 		}
 		if !seen[all[i]] {
 			seen[all[i]] = true
-			out = append(out, all[i])
+			out = append(out, queryGram{all[i], i})
 		}
 	}
 	return out
+}
+
+// joinOrder orders the trigram cursors (each at its first block) for the
+// join: the smallest first list leads; then, greedily, a trigram that
+// overlaps none of those before it in the pattern (independent ones cut
+// the candidates most: "567" and "234" of a number, rather than "567" and
+// "456", which occur together in every "4567"), the smaller list first.
+func joinOrder(grams []*postingCursor) {
+	size := func(c *postingCursor) int { return len(c.iter.Value()) }
+	for i := range grams {
+		best := i
+		overlaps := func(c *postingCursor) bool {
+			for _, d := range grams[:i] {
+				if c.pos-d.pos < 3 && d.pos-c.pos < 3 {
+					return true
+				}
+			}
+			return false
+		}
+		for j := i + 1; j < len(grams); j++ {
+			a, b := grams[j], grams[best]
+			oa, ob := overlaps(a), overlaps(b)
+			if oa != ob && !oa || oa == ob && size(a) < size(b) {
+				best = j
+			}
+		}
+		grams[i], grams[best] = grams[best], grams[i]
+	}
 }
 
 // trigrams intersects the pattern's trigram postings block by block and
@@ -245,10 +294,11 @@ func (s *searcher) trigrams() error {
 	}()
 	gramsValid := true
 	for _, g := range chooseTrigrams(s.pattern) {
-		c, err := s.newCursor([]byte{prefixGram, byte(g >> 16), byte(g >> 8), byte(g)})
+		c, err := s.newCursor([]byte{prefixGram, byte(g.gram >> 16), byte(g.gram >> 8), byte(g.gram)})
 		if err != nil {
 			return err
 		}
+		c.pos = g.pos
 		grams = append(grams, c)
 		gramsValid = gramsValid && c.valid
 	}
@@ -257,7 +307,7 @@ func (s *searcher) trigrams() error {
 		return err
 	}
 	if gramsValid {
-		slices.SortStableFunc(grams, func(a, b *postingCursor) int { return len(a.iter.Value()) - len(b.iter.Value()) })
+		joinOrder(grams)
 	}
 	lead := grams[0]
 
@@ -281,10 +331,8 @@ func (s *searcher) trigrams() error {
 				if len(cands) == 0 {
 					break
 				}
-				if c.block < blk {
-					if err := c.seek(blk); err != nil {
-						return err
-					}
+				if err := c.moveTo(blk); err != nil {
+					return err
 				}
 				if !c.valid {
 					gramsValid = false // no later block holds this trigram

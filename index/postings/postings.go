@@ -208,11 +208,13 @@ func decodeOperand(src []byte, pos int, limit uint32, out []uint32) ([]uint32, i
 		}
 		out = append(out, uint32(v))
 		for i := uint64(1); i < n; i++ {
-			d, p, err := readUvarint(src, pos, "delta")
-			if err != nil {
+			var d uint64
+			if pos < len(src) && src[pos] < 0x80 { // most deltas are one byte
+				d = uint64(src[pos])
+				pos++
+			} else if d, pos, err = readUvarint(src, pos, "delta"); err != nil {
 				return out, 0, err
 			}
-			pos = p
 			v += d + 1
 			if d >= uint64(limit) || v >= uint64(limit) {
 				return out, 0, fmt.Errorf("%w: list operand at byte %d: offset ≥ block size %d", ErrCorrupt, opStart, limit)
@@ -433,11 +435,13 @@ func (f *Filter) addOperand(src []byte, pos int, limit uint32) (int, error) {
 			if i == n {
 				return pos, nil
 			}
-			d, p, err := readUvarint(src, pos, "delta")
-			if err != nil {
+			var d uint64
+			if pos < len(src) && src[pos] < 0x80 { // most deltas are one byte
+				d = uint64(src[pos])
+				pos++
+			} else if d, pos, err = readUvarint(src, pos, "delta"); err != nil {
 				return 0, err
 			}
-			pos = p
 			v += d + 1
 			if d >= uint64(limit) || v >= uint64(limit) {
 				return 0, fmt.Errorf("%w: list operand at byte %d: offset ≥ block size %d", ErrCorrupt, opStart, limit)
