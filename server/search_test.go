@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -147,4 +149,80 @@ func TestSearchTraceFields(t *testing.T) {
 	for _, q := range []string{"max_duration=0", "max_duration=-5ms", "max_duration=5xs", "min_duration=2ms&max_duration=1ms", "operation=", "operation=a&operation=b"} {
 		search(q, http.StatusBadRequest)
 	}
+}
+
+// TestSearchResponseBytesAsEncoder: the search answer is written without
+// encoding/json, byte for byte as json.Encoder writes SearchResponse
+// (HTML characters escaped in strings, a trailing newline, omitted empty
+// fields), over results holding what escaping touches.
+func TestSearchResponseBytesAsEncoder(t *testing.T) {
+	sp := &trace.Span{TraceID: trace.TraceID{1, 2}, SpanID: 7, Type: "http <a&b>", StartNS: 5, DurationNS: 9}
+	sp.Attrs.Set("q", trace.String("x < y && z > \"w\" \u2028 é \\ \x01"))
+	sp.Attrs.Set("n", trace.Int(-3))
+	plain := &trace.Span{TraceID: trace.TraceID{3}, SpanID: 1, Type: "db", StartNS: 1}
+	raw := func(s *trace.Span) json.RawMessage {
+		b, err := trace.MarshalSummaryJSON(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := []SearchResponse{
+		{Results: []json.RawMessage{}},
+		{Results: []json.RawMessage{raw(plain)}},
+		{Results: []json.RawMessage{raw(sp), raw(plain)}, Cursor: "c1.AAAA_-x",
+			Warnings: []storedir.Warning{{Store: "000001", Offset: 42, Error: "chunk <bad> & \"worse\""}},
+			Traces: []SearchTrace{{TraceID: sp.TraceID.String(), Spans: 3, StartNS: 5, DurationNS: 11, Root: raw(sp)},
+				{TraceID: plain.TraceID.String(), Spans: 1, StartNS: -1}}},
+		{Results: []json.RawMessage{raw(plain)}, Cursor: "odd \"cursor\" \x7f é"},
+	}
+	for i, out := range cases {
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(out); err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendSearchResponse([]byte("prefix"), &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != "prefix"+want.String() {
+			t.Errorf("case %d:\n got %s\nwant %s", i, got[len("prefix"):], want.Bytes())
+		}
+	}
+}
+
+// BenchmarkSearchResponse writes a trace-mode answer of 100 results with
+// their trace heads: "encoder" as json.Encoder writes SearchResponse,
+// "append" as handleSearch does (the same bytes).
+func BenchmarkSearchResponse(b *testing.B) {
+	out := SearchResponse{Cursor: "c1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
+	for i := range 100 {
+		sp := &trace.Span{TraceID: trace.TraceID{byte(i), 9}, SpanID: trace.SpanID(i + 1), Type: "http", StartNS: 1_700_000_000_000_000_000 + int64(i), DurationNS: 12345}
+		for _, kv := range [][2]string{{"service.name", "checkout"}, {"http.route", "/api/orders/{id}"}, {"user.id", "u1234567"}, {"host.name", "checkout-3"}, {"http.method", "GET"}} {
+			sp.Attrs.Set(kv[0], trace.String(kv[1]))
+		}
+		sp.Attrs.Set("http.status_code", trace.Int(200))
+		raw, err := trace.MarshalSummaryJSON(sp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out.Results = append(out.Results, raw)
+		out.Traces = append(out.Traces, SearchTrace{TraceID: sp.TraceID.String(), Spans: 4, StartNS: sp.StartNS, DurationNS: 99999, Root: raw})
+	}
+	b.Run("encoder", func(b *testing.B) {
+		for b.Loop() {
+			if err := json.NewEncoder(io.Discard).Encode(out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			var err error
+			if buf, err = appendSearchResponse(buf[:0], &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
