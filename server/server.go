@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -809,6 +810,14 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 // way (json.HTMLEscape), only when present.
 func appendSearchResponse(b []byte, out *SearchResponse) ([]byte, error) {
 	start := len(b)
+	size := 64
+	for _, r := range out.Results {
+		size += len(r) + 1
+	}
+	for _, t := range out.Traces {
+		size += len(t.Root) + 128
+	}
+	b = slices.Grow(b, size)
 	b = append(b, `{"results":[`...)
 	for i, r := range out.Results {
 		if i > 0 {
@@ -850,7 +859,7 @@ func appendSearchResponse(b []byte, out *SearchResponse) ([]byte, error) {
 		b = append(b, ']')
 	}
 	b = append(b, "}\n"...)
-	if bytes.ContainsAny(b[start:], "<>&") {
+	if r := b[start:]; bytes.IndexByte(r, '<') >= 0 || bytes.IndexByte(r, '>') >= 0 || bytes.IndexByte(r, '&') >= 0 {
 		var esc bytes.Buffer
 		json.HTMLEscape(&esc, b[start:])
 		b = append(b[:start], esc.Bytes()...)
