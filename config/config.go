@@ -198,6 +198,12 @@ type LimitsConfig struct {
 	// get 503 with Retry-After. It is also the Go runtime's soft memory
 	// limit. At least 4 times max_body_size.
 	MemoryBudget Size `toml:"memory_budget"`
+	// IndexCacheSize is the one block cache every local store's indexes
+	// (meta/ and text/) share: their bloom filters, index blocks and
+	// recently read data blocks. 0 means a quarter of MemoryBudget; else
+	// 1MiB to MemoryBudget. It is memory outside the Go heap (Pebble's),
+	// on top of what the memory budget counts.
+	IndexCacheSize Size `toml:"index_cache_size"`
 }
 
 // BodyMemoryFactor is server.BodyMemoryFactor (config does not import
@@ -557,6 +563,11 @@ func (c Config) validate() []*KeyError {
 			c.Limits.MemoryBudget, BodyMemoryFactor, c.Limits.MaxBodySize)
 	}
 
+	if c.Limits.IndexCacheSize != 0 && (c.Limits.IndexCacheSize < 1<<20 || c.Limits.IndexCacheSize > c.Limits.MemoryBudget) {
+		bad("limits.index_cache_size", "%s is not 0 (a quarter of limits.memory_budget) or within 1MiB to limits.memory_budget %s",
+			c.Limits.IndexCacheSize, c.Limits.MemoryBudget)
+	}
+
 	if c.Zorka.SessionIdleTimeout <= 0 {
 		bad("zorka.session_idle_timeout", "%s is not positive", c.Zorka.SessionIdleTimeout)
 	}
@@ -617,6 +628,16 @@ func checkListenAddr(addr string, loopbackOnly bool) error {
 		return fmt.Errorf("%q: host must be a loopback address (127.0.0.1, ::1 or localhost): TCP peers carry no credentials for access control", addr)
 	}
 	return nil
+}
+
+// IndexCacheBytes is the size of the index block cache limits
+// index_cache_size asks for: the setting, or a quarter of memory_budget
+// when it is 0.
+func (c Config) IndexCacheBytes() int64 {
+	if c.Limits.IndexCacheSize > 0 {
+		return int64(c.Limits.IndexCacheSize)
+	}
+	return int64(c.Limits.MemoryBudget) / 4
 }
 
 // Diff lists the keys whose values differ between c and o, one

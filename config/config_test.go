@@ -82,6 +82,7 @@ read_timeout = "30s"
 idle_timeout = "5m"
 max_connections = 100
 memory_budget = "512MiB"
+index_cache_size = "96MiB"
 [access]
 read_uids = [1000, 1001]
 write_uids = [1002]
@@ -119,7 +120,8 @@ discover_interval = "10s"
 		Retention: RetentionConfig{MaxStores: 16, MaxTotalSize: 50e9, MaxAge: Duration(14 * 24 * time.Hour)},
 		Limits: LimitsConfig{MaxBodySize: 16 << 20, MaxTracesPerRequest: 5000, MaxDepth: 64, MaxAttrs: 128,
 			MaxRecordsPerSpan: 20000, MaxStringSize: 64 << 10, MaxSearchLimit: 500,
-			ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(5 * time.Minute), MaxConnections: 100, MemoryBudget: 512 << 20},
+			ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(5 * time.Minute), MaxConnections: 100, MemoryBudget: 512 << 20,
+			IndexCacheSize: 96 << 20},
 		Access: AccessConfig{ReadUIDs: []uint32{1000, 1001}, WriteUIDs: []uint32{1002}, ReadGIDs: []uint32{50},
 			WriteGIDs: []uint32{51, 52}},
 		Zorka: ZorkaConfig{SessionIdleTimeout: Duration(90 * time.Second)},
@@ -329,9 +331,38 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// TestIndexCacheSize: index_cache_size sets the index block cache; 0 (the
+// default) is a quarter of memory_budget; a size under 1MiB or over
+// memory_budget is refused naming the key.
+func TestIndexCacheSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"", 256 << 20, ""},
+		{"[limits]\nmemory_budget = \"512MiB\"", 128 << 20, ""},
+		{"[limits]\nindex_cache_size = \"64MiB\"", 64 << 20, ""},
+		{"[limits]\nindex_cache_size = \"1GiB\"", 1 << 30, ""},
+		{"[limits]\nindex_cache_size = \"2GiB\"", 0, "limits.index_cache_size"},
+		{"[limits]\nindex_cache_size = \"512KiB\"", 0, "limits.index_cache_size"},
+	} {
+		c, err := Parse(strings.NewReader(tc.in), "t.toml")
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err = %v, want one naming %s", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || c.IndexCacheBytes() != tc.want {
+			t.Errorf("%q: IndexCacheBytes = %d, %v; want %d", tc.in, c.IndexCacheBytes(), err, tc.want)
+		}
+	}
+}
+
 func TestKeys(t *testing.T) {
 	keys := Keys()
-	if len(keys) != 52 || keys[0] != "data_dir" || keys[len(keys)-1] != "object_store.discover_interval" {
+	if len(keys) != 53 || keys[0] != "data_dir" || keys[len(keys)-1] != "object_store.discover_interval" {
 		t.Errorf("Keys() = %d keys %q", len(keys), keys)
 	}
 }

@@ -65,6 +65,9 @@ type Options struct {
 	// CacheBytes bounds Pebble's block cache; 0 means 32 MiB. (Memtables
 	// take up to another 32 MiB.)
 	CacheBytes int64
+	// Cache, when set, is a block cache shared with other indexes
+	// (kv.NewSharedCache); CacheBytes is then ignored.
+	Cache *pebble.Cache
 	// BlockShift sets 1<<BlockShift entries per block when the index is
 	// created (MinBlockShift..MaxBlockShift, 0 means DefaultBlockShift). An
 	// existing index keeps the value it was created with.
@@ -148,7 +151,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.TraceCacheEntries <= 0 {
 		opt.TraceCacheEntries = 1 << 16
 	}
-	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
+	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
 	if errors.Is(err, kv.ErrNoDB) {
 		return nil, fmt.Errorf("index %s: %w", dir, ErrNoIndex)
 	}
@@ -447,11 +450,14 @@ func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
 	}
 	defer ix.release()
 	key := traceKey(nil, traceID)
-	// A point lookup through every level's bloom filter (DB.Get skips the
-	// last level's): a get-by-id asks every store, and in the stores
-	// without the trace a skipped filter costs reading and decompressing
-	// a data block of the last level.
-	r, err := kv.NewPointReader(ix.db)
+	// A point lookup that skips the last level's bloom filters: callers
+	// ask the stores whose trace filter may hold the trace (storedir), so
+	// the key is almost always there, its filter check passes and its data
+	// block is read anyway; the last level's filter blocks are the largest
+	// (MBs per table), and loading one that left the block cache was most
+	// of a get's index time at 10M spans. A store without the trace (the
+	// trace filter's false positives, ~1%) costs a last-level data block.
+	r, err := kv.NewPresentKeyReader(ix.db)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: trace %x: %w", ix.dir, traceID, err)
 	}

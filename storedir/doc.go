@@ -1,7 +1,11 @@
 // Package storedir owns the stores of a data directory: each store is one
 // hex-named directory holding a data file (traces.zts, the source of truth),
 // a metadata index (meta/) and a text index (text/); the DB is the set of
-// them under one LOCK file, with one open store taking writes.
+// them under one LOCK file, with one open store taking writes. The indexes
+// of all local stores share one Pebble block cache of
+// Options.IndexCacheBytes (config limits.index_cache_size), so the bloom
+// filters and index blocks every lookup reads stay cached whichever store
+// they belong to.
 //
 // # Writes
 //

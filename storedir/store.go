@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble"
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/config"
 	"github.com/ztsd/ztsd/index"
@@ -61,6 +62,9 @@ type Store struct {
 	data *chunk.File
 	meta *index.Index
 	text *textindex.Index
+	// indexCache is the block cache meta and text are opened with (shared
+	// by the DB's stores; nil: their own).
+	indexCache *pebble.Cache
 
 	// refs guards against closing a store (retention) while readers use it:
 	// readers hold it shared, close takes it exclusively.
@@ -156,6 +160,9 @@ type storeOptions struct {
 	// catchUpBatch is how many spans catchUp indexes per batch at most
 	// (catchUpBatchSpans unless a test sets it).
 	catchUpBatch int
+	// indexCache is the block cache the store's indexes share with the
+	// other stores' (nil: each index has its own).
+	indexCache *pebble.Cache
 }
 
 // replayCheckpointBytes is how much of the data file catchUp re-indexes
@@ -200,7 +207,7 @@ func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
 		data.Close()
 		return nil, err
 	}
-	s := &Store{id: id, dir: dir, log: opt.log.With("store", StoreName(id)), data: data, props: props}
+	s := &Store{id: id, dir: dir, log: opt.log.With("store", StoreName(id)), data: data, props: props, indexCache: opt.indexCache}
 	if err := s.openIndexes(); err != nil {
 		data.Close()
 		return nil, err
@@ -274,7 +281,7 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 				dir, data.Options(), want, chunk.ErrBadHeader)
 		}
 	}
-	s := &Store{id: id, dir: dir, log: log, data: data, props: props,
+	s := &Store{id: id, dir: dir, log: log, data: data, props: props, indexCache: opt.indexCache,
 		firstNS: props.FirstTraceNS, lastNS: props.LastTraceNS, chunks: props.Chunks, readOnly: opt.readOnly}
 	if props.Compression == "" {
 		s.props.Compression = data.Options().Compression.String()
@@ -334,11 +341,11 @@ func (s *Store) openIndexes() error {
 		return s.openIndexesReadOnly()
 	}
 	var err error
-	s.meta, err = index.Open(filepath.Join(s.dir, metaDir), index.Options{})
+	s.meta, err = index.Open(filepath.Join(s.dir, metaDir), index.Options{Cache: s.indexCache})
 	if err != nil {
 		return fmt.Errorf("store %s: metadata index: %w", s.dir, err)
 	}
-	s.text, err = textindex.Open(filepath.Join(s.dir, textDir), textindex.Options{})
+	s.text, err = textindex.Open(filepath.Join(s.dir, textDir), textindex.Options{Cache: s.indexCache})
 	if err != nil {
 		s.meta.Close()
 		return fmt.Errorf("store %s: text index: %w", s.dir, err)
@@ -348,11 +355,11 @@ func (s *Store) openIndexes() error {
 
 func (s *Store) openIndexesReadOnly() error {
 	var err error
-	s.meta, err = index.OpenReadOnly(filepath.Join(s.dir, metaDir), index.Options{})
+	s.meta, err = index.OpenReadOnly(filepath.Join(s.dir, metaDir), index.Options{Cache: s.indexCache})
 	if err != nil {
 		return fmt.Errorf("store %s: metadata index (read-only): %w", s.dir, err)
 	}
-	s.text, err = textindex.OpenReadOnly(filepath.Join(s.dir, textDir), textindex.Options{})
+	s.text, err = textindex.OpenReadOnly(filepath.Join(s.dir, textDir), textindex.Options{Cache: s.indexCache})
 	if err != nil {
 		s.meta.Close()
 		return fmt.Errorf("store %s: text index (read-only): %w", s.dir, err)

@@ -59,6 +59,9 @@ var (
 type Options struct {
 	// CacheBytes bounds Pebble's block cache; 0 means 32 MiB.
 	CacheBytes int64
+	// Cache, when set, is a block cache shared with other indexes
+	// (kv.NewSharedCache); CacheBytes is then ignored.
+	Cache *pebble.Cache
 	// CacheEntries bounds the in-memory string → id and id → string caches
 	// (each); 0 means 65536.
 	CacheEntries int
@@ -116,7 +119,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.CacheEntries <= 0 {
 		opt.CacheEntries = 1 << 16
 	}
-	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
+	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
 	if errors.Is(err, kv.ErrNoDB) {
 		return nil, fmt.Errorf("text index %s: %w", dir, ErrNoIndex)
 	}

@@ -176,6 +176,7 @@ func storeOptions(cfg config.Config, log *slog.Logger, obs storedir.Observer) (s
 	o.MaxStoreSize = int64(cfg.Store.MaxStoreSize)
 	o.MaxStoreAge = time.Duration(cfg.Store.MaxStoreAge)
 	o.ChunkTargetSize = int(cfg.Store.ChunkTargetSize)
+	o.IndexCacheBytes = cfg.IndexCacheBytes()
 	o.Retention = retention(cfg)
 	// Reading the data files applies no request limit: a store keeps what
 	// was accepted under the limits in force when it was written.

@@ -1,7 +1,9 @@
 // Package kv owns how ztsd runs Pebble for a store's two indexes (meta/ and
 // text/): how they are opened (Open, the one place for both) and with which
-// options, the key comparer, a quiet logger, point lookups that use every
-// level's bloom filter, and batches applied in key order.
+// options, the block cache (one per database, or one shared by many:
+// NewSharedCache), the key comparer, a quiet logger, point lookups that use
+// every level's bloom filter (or all but the last level's, for keys that
+// are usually present), and batches applied in key order.
 //
 // Invariants: the indexes run without Pebble's WAL, because each records,
 // in the same batch as its entries, the data-file offset it is complete up
@@ -44,6 +46,19 @@ const (
 // memtables' reservation. The caller unrefs it after pebble.Open.
 func NewCache(blockBytes int64) *pebble.Cache {
 	return pebble.NewCache(blockBytes + memTableBytes*maxMemTables)
+}
+
+// NewSharedCache returns one block cache for the indexes of many stores
+// (OpenOptions.Cache): blockBytes of blocks besides the memtables'
+// reservation of one store taking writes (its two indexes; a store that
+// takes no writes keeps one small memtable per index). Sharing keeps the
+// blocks every lookup needs (bloom filters, index blocks) cached whichever
+// store's index reads them, where a cache per index would split the same
+// bytes into small caches that each hold only part of its index's filters.
+// The caller unrefs it once every index opened with it is closed (Pebble
+// keeps its own reference while a database is open).
+func NewSharedCache(blockBytes int64) *pebble.Cache {
+	return pebble.NewCache(blockBytes + 2*memTableBytes*maxMemTables)
 }
 
 // quietLogger discards Pebble's informational logging (it would otherwise go
@@ -132,6 +147,21 @@ type PointReader struct {
 // NewPointReader returns a PointReader over db's current state.
 func NewPointReader(db *pebble.DB) (*PointReader, error) {
 	iter, err := db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return nil, err
+	}
+	return &PointReader{Iter: iter}, nil
+}
+
+// NewPresentKeyReader returns a PointReader over db's current state for
+// keys that are usually present, such as the trace key of a get-by-id of
+// a trace the store's trace filter lets through: it skips the last level's
+// bloom filters, as DB.Get does. A present key's filter check passes and
+// its data block is read anyway, and the last level's filter blocks are
+// the largest (a few MB per table, read whole into the block cache on a
+// miss), so consulting them would only cost.
+func NewPresentKeyReader(db *pebble.DB) (*PointReader, error) {
+	iter, err := db.NewIter(&pebble.IterOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -373,6 +403,10 @@ type OpenOptions struct {
 	// CacheBytes is the block cache besides the memtables' reservation;
 	// 0 means DefaultCacheBytes.
 	CacheBytes int64
+	// Cache, when set, is the block cache to use (NewSharedCache), shared
+	// with other databases; CacheBytes is then ignored. InMemory and
+	// BulkLoad databases always have their own.
+	Cache *pebble.Cache
 	// Merger is the index's merge operator.
 	Merger *pebble.Merger
 	// Logf receives Pebble's informational log lines; nil discards them.
@@ -439,8 +473,11 @@ func Open(dir string, o OpenOptions) (*pebble.DB, error) {
 		}
 		return db, nil
 	}
-	cache := NewCache(o.CacheBytes)
-	defer cache.Unref()
+	cache := o.Cache
+	if cache == nil {
+		cache = NewCache(o.CacheBytes)
+		defer cache.Unref()
+	}
 	po := Options(cache, o.Merger, o.Logf)
 	po.ReadOnly = o.ReadOnly
 	db, err := pebble.Open(dir, po)

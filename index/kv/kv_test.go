@@ -48,20 +48,25 @@ func TestBatchPointReaderAndMerger(t *testing.T) {
 	// Merge operands come back oldest first, also once flushed and
 	// compacted (which feeds the merger older operands).
 	for round := 0; round < 2; round++ {
-		r, err := NewPointReader(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tc := range []struct {
-			key, want string
-			ok        bool
-		}{{"k1", "one", true}, {"k2", "abc", true}, {"k3", "", false}, {"k0", "", false}} {
-			v, ok, err := r.Get([]byte(tc.key))
-			if err != nil || ok != tc.ok || !bytes.Equal(v, []byte(tc.want)) {
-				t.Fatalf("round %d Get(%s) = %q %v %v", round, tc.key, v, ok, err)
+		// Both readers: through every level's filters, and without the
+		// last level's (NewPresentKeyReader); after the compaction the
+		// keys are in the last level.
+		for _, newReader := range []func(*pebble.DB) (*PointReader, error){NewPointReader, NewPresentKeyReader} {
+			r, err := newReader(db)
+			if err != nil {
+				t.Fatal(err)
 			}
+			for _, tc := range []struct {
+				key, want string
+				ok        bool
+			}{{"k1", "one", true}, {"k2", "abc", true}, {"k3", "", false}, {"k0", "", false}} {
+				v, ok, err := r.Get([]byte(tc.key))
+				if err != nil || ok != tc.ok || !bytes.Equal(v, []byte(tc.want)) {
+					t.Fatalf("round %d Get(%s) = %q %v %v", round, tc.key, v, ok, err)
+				}
+			}
+			r.Close()
 		}
-		r.Close()
 		if err := db.Flush(); err != nil {
 			t.Fatal(err)
 		}
