@@ -65,9 +65,9 @@ func peerBinary(t *testing.T) string {
 	return peerBin
 }
 
-// TestMain removes the copy peerBinary made.
+// TestMain removes the copy peerBinary made and the binaries daemontest built.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := daemontest.Main(m)
 	if peerBin != "" {
 		os.RemoveAll(filepath.Dir(peerBin))
 	}

@@ -55,6 +55,17 @@ func Binaries(t testing.TB) string {
 	return binDir
 }
 
+// Main runs a package's tests (call it from TestMain) and then removes the
+// binaries Binaries built for them: each test binary builds its own ~115 MB
+// copy, which would otherwise stay in the temp directory after every run.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	return code
+}
+
 // Daemon is one running ztsd.
 type Daemon struct {
 	t       testing.TB
