@@ -356,6 +356,7 @@ func Compact(dst, src []byte, limit uint32) ([]byte, error) {
 type Filter struct {
 	cands []uint32
 	found []uint64 // bit i: cands[i] is held by a value added
+	bits  []uint64 // listBits' offset set, all clear between calls
 	left  int      // candidates not found yet
 }
 
@@ -420,6 +421,12 @@ func (f *Filter) addOperand(src []byte, pos int, limit uint32) (int, error) {
 		if v >= uint64(limit) {
 			return 0, fmt.Errorf("%w: list operand at byte %d: offset %d ≥ block size %d", ErrCorrupt, opStart, v, limit)
 		}
+		if len(cands) == 0 || uint64(cands[len(cands)-1]) < v {
+			return skipUvarints(src, pos, n-1, opStart)
+		}
+		if limit <= maxBitsLimit {
+			return f.listBits(src, pos, n, v, limit, opStart)
+		}
 		j, _ := slices.BinarySearch(cands, uint32(v))
 		for i := uint64(1); ; i++ {
 			for j < len(cands) && uint64(cands[j]) < v {
@@ -435,13 +442,11 @@ func (f *Filter) addOperand(src []byte, pos int, limit uint32) (int, error) {
 			if i == n {
 				return pos, nil
 			}
-			var d uint64
-			if pos < len(src) && src[pos] < 0x80 { // most deltas are one byte
-				d = uint64(src[pos])
-				pos++
-			} else if d, pos, err = readUvarint(src, pos, "delta"); err != nil {
+			d, p, err := readDelta(src, pos)
+			if err != nil {
 				return 0, err
 			}
+			pos = p
 			v += d + 1
 			if d >= uint64(limit) || v >= uint64(limit) {
 				return 0, fmt.Errorf("%w: list operand at byte %d: offset ≥ block size %d", ErrCorrupt, opStart, limit)
@@ -473,6 +478,62 @@ func (f *Filter) addOperand(src []byte, pos int, limit uint32) (int, error) {
 	default:
 		return 0, fmt.Errorf("%w: unknown operand kind 0x%02x at byte %d", ErrCorrupt, kind, opStart)
 	}
+}
+
+// maxBitsLimit is the largest block size for which a Filter marks a list
+// operand's offsets in a bit set (limit/8 bytes, kept by the Filter) and
+// then tests each candidate, instead of merging the two sorted lists: no
+// unpredictable branch per offset.
+const maxBitsLimit = 1 << 16
+
+// listBits marks the candidates held by the list operand (count n, first
+// offset v, its deltas at src[pos:]; at byte opStart) through the bit set
+// f.bits, and returns the position after the operand.
+func (f *Filter) listBits(src []byte, pos int, n, v uint64, limit uint32, opStart int) (int, error) {
+	if words := int(limit+63) / 64; len(f.bits) < words {
+		f.bits = make([]uint64, words) // all clear between calls
+	}
+	bits := f.bits
+	last := uint64(f.cands[len(f.cands)-1])
+	lo := v >> 6
+	i := uint64(1)
+	for {
+		bits[v>>6] |= 1 << (v & 63)
+		if i == n || v >= last {
+			break
+		}
+		d, p, err := readDelta(src, pos)
+		if err != nil {
+			clear(bits[lo : v>>6+1])
+			return 0, err
+		}
+		pos = p
+		v += d + 1
+		i++
+		if d >= uint64(limit) || v >= uint64(limit) {
+			clear(bits[lo : (v-d-1)>>6+1])
+			return 0, fmt.Errorf("%w: list operand at byte %d: offset ≥ block size %d", ErrCorrupt, opStart, limit)
+		}
+	}
+	for j, c := range f.cands {
+		if bits[c>>6]&(1<<(c&63)) != 0 {
+			f.mark(j)
+		}
+	}
+	clear(bits[lo : v>>6+1])
+	return skipUvarints(src, pos, n-i, opStart)
+}
+
+// readDelta reads the uvarint at src[pos:], one- and two-byte ones (the
+// deltas of most lists) inline.
+func readDelta(src []byte, pos int) (uint64, int, error) {
+	if pos < len(src) && src[pos] < 0x80 {
+		return uint64(src[pos]), pos + 1, nil
+	}
+	if pos+1 < len(src) && src[pos+1] < 0x80 {
+		return uint64(src[pos]&0x7f) | uint64(src[pos+1])<<7, pos + 2, nil
+	}
+	return readUvarint(src, pos, "delta")
 }
 
 // skipUvarints returns the position after the n varints at src[pos:]; an

@@ -187,11 +187,12 @@ func randomValue(rng *rand.Rand, limit uint32) ([]byte, []uint32) {
 		var offs []uint32
 		lo := rng.Uint32N(limit)
 		hi := lo + rng.Uint32N(limit-lo) + 1
-		density := 1 + rng.IntN(40) // 1 in density
-		for o := lo; o < hi; o++ {
-			if rng.IntN(density) == 0 {
-				offs = append(offs, o)
-			}
+		gap := 1 + rng.IntN(80) // mean gap about gap/2
+		if hi-lo > 1<<14 {
+			gap *= int((hi - lo) >> 14) // at most ~2,000 offsets
+		}
+		for o := lo + uint32(rng.IntN(gap)); o < hi; o += 1 + uint32(rng.IntN(gap)) {
+			offs = append(offs, o)
 		}
 		if len(offs) == 0 {
 			offs = []uint32{lo}
@@ -206,7 +207,9 @@ func TestFilterAgreesWithDecode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var f Filter
 	for i := range 3000 {
-		limit := uint32(1) << (4 + rng.IntN(11))
+		// Block sizes of both indexes (up to 2^16: the bit-set path)
+		// and larger ones (the merging path).
+		limit := uint32(1) << (4 + rng.IntN(17))
 		// One or two values (a union, as a text conjunct's sources are).
 		nvals := 1 + rng.IntN(2)
 		var vals [][]byte
