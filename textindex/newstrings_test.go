@@ -66,3 +66,33 @@ func TestCommittedFilterKeepsIDs(t *testing.T) {
 		t.Fatalf("after reopening, %d known strings got new ids", b.Len())
 	}
 }
+
+// TestStringFilterChainFalsePositives fills a chain of several filters and
+// checks that strings never added rarely pass it: every filter of the
+// chain can let one through, so each must be tight.
+func TestStringFilterChainFalsePositives(t *testing.T) {
+	f := newStringFilter()
+	const added = 1 << 19 // a chain of six filters
+	for i := 0; i < added; i++ {
+		f.add(fmt.Sprintf("added %d", i))
+	}
+	if len(f.filters) < 5 {
+		t.Fatalf("%d filters for %d strings", len(f.filters), added)
+	}
+	for i := 0; i < added; i += 97 {
+		if s := fmt.Sprintf("added %d", i); !f.mayContain(s) {
+			t.Fatalf("%q was added but the filter says it was not", s)
+		}
+	}
+	fp := 0
+	const probes = 100_000
+	for i := 0; i < probes; i++ {
+		if f.mayContain(fmt.Sprintf("absent %d", i)) {
+			fp++
+		}
+	}
+	if fp > probes/200 {
+		t.Errorf("%d of %d strings never added pass a chain of %d filters (want under 0.5%%)", fp, probes, len(f.filters))
+	}
+	t.Logf("%d filters, %d of %d absent strings pass", len(f.filters), fp, probes)
+}
