@@ -120,9 +120,11 @@ type Options struct {
 	// syncCatchUp, catchUpBatch: see storeOptions (tests only).
 	syncCatchUp  int64
 	catchUpBatch int
-	// beforeIndexJob, if set, is called by the indexer before each job
-	// (tests only: they hold the indexer back).
+	// beforeIndexJob, if set, is called by the indexer when it takes a job
+	// to start a round (tests only: they hold the indexer back).
 	beforeIndexJob func()
+	// indexGather, if set, replaces indexGatherDelay (tests only).
+	indexGather time.Duration
 	// indexRunFault, if set, is asked before each run the indexer indexes
 	// and fails it with the error it returns (tests only).
 	indexRunFault func(store uint32) error

@@ -160,3 +160,54 @@ func TestAdaptiveGroupCommitOffWithBatchMaxDelay(t *testing.T) {
 		t.Fatalf("with batch_max_delay set the committer made %d adaptive waits", w)
 	}
 }
+
+// TestIndexerGathersSmallJobs: the indexer indexes the group commits of
+// 1-span writes together (fewer rounds than jobs) instead of one batch
+// each; a read after the acknowledgement does not wait for the gathering
+// (here an hour): it hurries the indexer and finds every span; Close
+// does not wait for it either, and what was gathered is indexed.
+func TestIndexerGathersSmallJobs(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions()
+	o.Sync = SyncBatch
+	o.indexGather = time.Hour
+	db := openTestDB(t, dir, o)
+	spans := genWorkload(24, 12)
+	for i := range 10 {
+		if err := db.Append(context.Background(), spans[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sp := range spans[:10] {
+		got, err := db.GetSpan(ctx, sp.TraceID, sp.SpanID)
+		if err != nil {
+			t.Fatalf("span %s/%s right after its acknowledgement: %v", sp.TraceID, sp.SpanID, err)
+		}
+		w, g := *sp, *got
+		w.Children, g.Children = nil, nil
+		if !g.Equal(&w) {
+			t.Fatalf("span %s/%s: %s", sp.TraceID, sp.SpanID, trace.Diff(&w, &g))
+		}
+	}
+	jobs, rounds := db.idx.indexed.Load(), db.idx.gathered.Load()
+	if jobs != 10 || rounds >= jobs {
+		t.Fatalf("%d jobs indexed in %d rounds; want 10 jobs in fewer rounds", jobs, rounds)
+	}
+	// Two more, then Close with them gathered: Close indexes them.
+	for i := 10; i < 12; i++ {
+		if err := db.Append(context.Background(), spans[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.idx.indexed.Load(); got != 12 {
+		t.Fatalf("after Close %d of 12 jobs indexed", got)
+	}
+	db = openTestDB(t, dir, o)
+	defer db.Close()
+	checkGets(t, db, spans, 1)
+}
