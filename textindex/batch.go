@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/ztsd/ztsd/index/kv"
@@ -145,7 +144,6 @@ func (b *Batch) Commit() error {
 	}
 	wb.Grow(2*len(b.order)+len(b.order)/10+1, 2*strBytes+24*len(b.order))
 	var key, val []byte
-	var grams []uint32
 	// Trigram postings as words (trigram, id), and the long strings' ids,
 	// both in id order.
 	posts := make([]uint64, 0, maxPosts)
@@ -164,14 +162,18 @@ func (b *Batch) Commit() error {
 			longIDs = append(longIDs, id)
 			continue
 		}
-		grams = appendTrigrams(grams[:0], lower)
-		for _, g := range grams {
-			posts = append(posts, uint64(g)<<idBits|id)
+		// Every trigram, repeats included: the sort below brings a
+		// string's repeats of a trigram together, and they are dropped
+		// there (cheaper than sorting each string's trigrams).
+		for j := 0; j+3 <= len(lower); j++ {
+			g := uint64(lower[j])<<16 | uint64(lower[j+1])<<8 | uint64(lower[j+2])
+			posts = append(posts, g<<idBits|id)
 		}
 	}
 	// Sorted by trigram, stably, the postings of each (trigram, block)
-	// list are adjacent with their offsets ascending: the lists come out
-	// in key order and none is built in a map.
+	// list are adjacent with their offsets ascending (a string's repeats
+	// of a trigram next to each other): the lists come out in key order
+	// and none is built in a map.
 	posts = sortByGram(posts)
 	var offs []uint32
 	// emit writes the lists of ids (ascending) under prefix, one per block.
@@ -191,7 +193,9 @@ func (b *Batch) Commit() error {
 		g := posts[i] >> idBits
 		ids = ids[:0]
 		for ; i < len(posts) && posts[i]>>idBits == g; i++ {
-			ids = append(ids, posts[i]&(1<<idBits-1))
+			if id := posts[i] & (1<<idBits - 1); len(ids) == 0 || ids[len(ids)-1] != id {
+				ids = append(ids, id)
+			}
 		}
 		emit([]byte{prefixGram, byte(g >> 16), byte(g >> 8), byte(g)}, ids)
 	}
@@ -223,18 +227,6 @@ func (b *Batch) Commit() error {
 	b.base = math.MaxUint64
 	b.pending, b.order = nil, nil
 	return nil
-}
-
-// appendTrigrams appends the distinct byte trigrams of s, sorted, each as
-// a 24-bit number.
-func appendTrigrams(dst []uint32, s string) []uint32 {
-	start := len(dst)
-	for i := 0; i+3 <= len(s); i++ {
-		dst = append(dst, uint32(s[i])<<16|uint32(s[i+1])<<8|uint32(s[i+2]))
-	}
-	t := dst[start:]
-	slices.Sort(t)
-	return append(dst[:start], slices.Compact(t)...)
 }
 
 // sortByGram sorts trigram postings (see gramBits) by their trigram,
