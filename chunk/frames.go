@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sync"
@@ -38,7 +39,9 @@ func (f *File) ReadFrames(off int64) (*Frames, int64, error) {
 	if f.closed.Load() {
 		return nil, 0, ErrClosed
 	}
-	fr, next, err := readFramesAt(f.osf, f.size.Load(), f.opt, off)
+	bp := f.scratch()
+	fr, next, err := readFramesAt(f.osf, f.size.Load(), f.opt, off, bp)
+	f.bufs.Put(bp)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", f.path, err)
 	}
@@ -48,11 +51,14 @@ func (f *File) ReadFrames(off int64) (*Frames, int64, error) {
 // ReadFramesAt is File.ReadFrames over a data file of the given size read
 // through r.
 func ReadFramesAt(r io.ReaderAt, size int64, opt Options, off int64) (*Frames, int64, error) {
-	return readFramesAt(r, size, opt, off)
+	return readFramesAt(r, size, opt, off, nil)
 }
 
-func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64) (*Frames, int64, error) {
-	h, stored, next, err := readStoredAt(r, size, opt, off, nil)
+// readFramesAt is ReadFramesAt; the stored bytes of a compressed chunk are
+// read into scratch's storage (nil: a new buffer) and copied out only when
+// the Frames keeps them (a chunk of several frames).
+func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]byte) (*Frames, int64, error) {
+	h, stored, next, err := readStoredAt(r, size, opt, off, scratch)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -70,6 +76,9 @@ func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64) (*Frames, i
 		return nil, 0, &CorruptionError{Offset: off, Reason: Decompress, Err: err}
 	}
 	fr.buf = make([]byte, h.lsize)
+	if len(frames) > 1 && scratch != nil {
+		stored = bytes.Clone(stored) // kept until every frame is decoded
+	}
 	fr.stored, fr.frames, fr.done, fr.left = stored, frames, make([]bool, len(frames)), len(frames)
 	if _, err := fr.Fill(0, 1); err != nil {
 		return nil, 0, err
