@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/index"
@@ -369,11 +371,16 @@ func (db *DB) Search(ctx context.Context, q Query) (*Result, error) {
 	// named in its warnings, and rebuilt (DB.indexDamaged).
 	var warns warnings
 	var targets []storeSearch
-	for _, s := range stores {
+	texts := db.searchTexts(ctx, stores, q.Text)
+	for i, s := range stores {
 		if w, ok := s.catchUpWarning(); ok {
 			warns.addWarning(w)
 		}
-		iq, ok, err := db.storeQuery(ctx, s, q, after)
+		var text *textIDs
+		if texts != nil {
+			text = &texts[i]
+		}
+		iq, ok, err := db.storeQuery(ctx, s, q, after, text)
 		if err != nil && isIndexDamage(err) {
 			warns.addWarning(db.indexDamaged(s, err))
 			continue
@@ -658,9 +665,45 @@ func (p *tracePager) close() {
 	}
 }
 
+// textIDs is what a store's text index answered for a search's text.
+type textIDs struct {
+	ids       []uint64
+	truncated bool
+	err       error
+}
+
+// searchTexts runs the text search of text (when not empty) in every
+// store's text index, as many at once as there are CPUs, and returns the
+// answers in the order of stores (nil when text is empty or there is one
+// store). A search's text is looked up in every store before any is
+// searched, and the text index is most of a text search's work: done in
+// parallel, a text search over several stores takes about the time of
+// its largest store's, not their sum.
+func (db *DB) searchTexts(ctx context.Context, stores []*Store, text string) []textIDs {
+	if text == "" || len(stores) < 2 {
+		return nil
+	}
+	out := make([]textIDs, len(stores))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r := &out[i]
+			r.ids, r.truncated, r.err = s.text.Search(ctx, text, maxTextIDs)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
 // storeQuery translates q into s's text ids; ok is false when s cannot
-// match (an attribute or text it has never seen).
-func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cursor) (index.Query, bool, error) {
+// match (an attribute or text it has never seen). text, when not nil, is
+// s's answer to q.Text (searchTexts).
+func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cursor, text *textIDs) (index.Query, bool, error) {
 	iq := index.Query{SinceNS: q.SinceNS, UntilNS: q.UntilNS, MinDurationNS: q.MinDurationNS,
 		MaxDurationNS: q.MaxDurationNS, ErrorsOnly: q.ErrorsOnly, After: after}
 	if q.Operation != "" {
@@ -704,7 +747,11 @@ func (db *DB) storeQuery(ctx context.Context, s *Store, q Query, after *index.Cu
 		iq.TextAny = []uint64{id}
 	}
 	if q.Text != "" {
-		ids, truncated, err := s.text.Search(ctx, q.Text, maxTextIDs)
+		if text == nil {
+			text = new(textIDs)
+			text.ids, text.truncated, text.err = s.text.Search(ctx, q.Text, maxTextIDs)
+		}
+		ids, truncated, err := text.ids, text.truncated, text.err
 		if err != nil {
 			return iq, false, fmt.Errorf("store %s: text search: %w", StoreName(s.id), err)
 		}

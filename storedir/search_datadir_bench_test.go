@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 // variable. The directory is opened read-write (Pebble may compact it): use
 // a copy. Each kind draws its queries from a fixed seed, so runs of two
 // builds ask the same questions; cpu-ns/op is the process CPU per search
-// (Pebble's background compactions, if any, included).
+// (Pebble's background compactions, if any, included); p50-ms and p99-ms
+// are the searches' wall times.
 func BenchmarkSearchDataDir(b *testing.B) {
 	dir := os.Getenv("ZTSD_SEARCH_BENCH_DIR")
 	if dir == "" {
@@ -77,18 +79,24 @@ func BenchmarkSearchDataDir(b *testing.B) {
 		b.Run(k.name, func(b *testing.B) {
 			r := rand.New(rand.NewPCG(19, 1))
 			results := 0
+			var lat []time.Duration
 			cpu0 := processCPU()
 			for b.Loop() {
 				q := k.q(r)
 				q.Limit, q.TraceHeads = 100, true
+				t0 := time.Now()
 				res, err := db.Search(ctx, q)
 				if err != nil {
 					b.Fatal(err)
 				}
+				lat = append(lat, time.Since(t0))
 				results += len(res.Spans)
 			}
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(results)/float64(b.N), "results")
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		})
 	}
 }
