@@ -99,8 +99,10 @@ func benchAppendSmall(b *testing.B, shape string, reqs [][]*trace.Span, n int) {
 	})
 }
 
-// dataStats sums the data-file sizes and chunk counts of every store.
+// dataStats sums the data-file sizes and chunk counts of every store,
+// once every acknowledged write is indexed (the counters move then).
 func (db *DB) dataStats() (bytes, chunks int64) {
+	db.waitIndexed(context.Background())
 	stores, release := db.snapshot()
 	defer release()
 	for _, s := range stores {
