@@ -3,6 +3,8 @@ package index
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/ztsd/ztsd/internal/membloom"
 )
 
 // TestTraceFilterNoFalseNegatives: every id added is reported, across the
@@ -12,7 +14,7 @@ func TestTraceFilterNoFalseNegatives(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var f traceFilter
 	var ids [][16]byte
-	for i := 0; i < 5*firstFilterIDs; i++ {
+	for i := 0; i < 5*membloom.FirstCapacity; i++ {
 		var id [16]byte
 		for j := range id {
 			id[j] = byte(rng.UintN(256))
@@ -23,8 +25,8 @@ func TestTraceFilterNoFalseNegatives(t *testing.T) {
 		f.add(id)
 		ids = append(ids, id)
 	}
-	if len(f.filters) < 2 {
-		t.Fatalf("%d filters after %d ids: the chain did not grow", len(f.filters), len(ids))
+	if f.Filters() < 2 {
+		t.Fatalf("%d filters after %d ids: the chain did not grow", f.Filters(), len(ids))
 	}
 	for _, id := range ids {
 		if !f.mayContain(id) {
@@ -82,7 +84,7 @@ func TestTraceCountWithFilter(t *testing.T) {
 			t.Fatalf("%d traces counted, want %d", got, len(seen))
 		}
 	}
-	for len(ids) < firstFilterIDs+1000 {
+	for len(ids) < membloom.FirstCapacity+1000 {
 		add(ix, 1+rng.IntN(500))
 	}
 	if err := ix.Close(); err != nil {
