@@ -108,10 +108,19 @@ type Report struct {
 	GetMaxMs  float64 `json:"get_max_ms"`
 	// GetDaemonCPUSeconds and SearchDaemonCPUSeconds are the daemon's CPU
 	// time during the get and search phases; per request in the *_us fields.
-	GetDaemonCPUSeconds    float64 `json:"get_daemon_cpu_s"`
-	GetDaemonCPUUsPerGet   float64 `json:"get_daemon_cpu_us_per_get"`
-	SearchDaemonCPUSeconds float64 `json:"search_daemon_cpu_s"`
-	SearchDaemonCPUUsPerOp float64 `json:"search_daemon_cpu_us_per_search"`
+	GetDaemonCPUSeconds  float64 `json:"get_daemon_cpu_s"`
+	GetDaemonCPUUsPerGet float64 `json:"get_daemon_cpu_us_per_get"`
+	// With --settle: GetBusy are the gets run right after ingest, while
+	// the indexes still compacted, and their daemon CPU; SettleSeconds is
+	// how long the compactions then took to finish (Settled: they did,
+	// within --settle), before the read phases above ran.
+	GetBusy                  LatencySummary `json:"get_busy"`
+	GetBusyDaemonCPUSeconds  float64        `json:"get_busy_daemon_cpu_s"`
+	GetBusyDaemonCPUUsPerGet float64        `json:"get_busy_daemon_cpu_us_per_get"`
+	SettleSeconds            float64        `json:"settle_s"`
+	Settled                  bool           `json:"settled"`
+	SearchDaemonCPUSeconds   float64        `json:"search_daemon_cpu_s"`
+	SearchDaemonCPUUsPerOp   float64        `json:"search_daemon_cpu_us_per_search"`
 
 	SearchAttributeP50Ms float64        `json:"search_attribute_p50_ms"`
 	SearchAttributeP99Ms float64        `json:"search_attribute_p99_ms"`
@@ -241,6 +250,7 @@ func (r *Report) finish() {
 	r.IngestStoredMBPerS = div(mainShare*float64(r.DataBytes)/1e6, secs)
 	r.IngestDaemonCPUUsPerSpan = div(r.IngestDaemonCPUSeconds*1e6, float64(r.Spans))
 	r.GetDaemonCPUUsPerGet = div(r.GetDaemonCPUSeconds*1e6, float64(r.Gets))
+	r.GetBusyDaemonCPUUsPerGet = div(r.GetBusyDaemonCPUSeconds*1e6, float64(r.GetBusy.Count))
 	searches := 0
 	for _, s := range r.Searches {
 		searches += s.Count
@@ -433,6 +443,19 @@ func (r *Report) rows() []Row {
 			st += fmt.Sprintf(" (at %s spans)", humanCount(float64(r.StoredSpans)))
 		}
 		return st
+	}
+	if r.GetBusy.Count > 0 {
+		add(Row{Metric: "get by id right after ingest p50", Value: r.GetBusy.P50Ms, Unit: "ms"})
+		add(Row{Metric: "get by id right after ingest p99", Value: r.GetBusy.P99Ms, Unit: "ms"})
+		add(Row{Metric: "get by id right after ingest p99.9", Value: r.GetBusy.P999Ms, Unit: "ms"})
+		if r.GetBusyDaemonCPUSeconds > 0 {
+			add(Row{Metric: "get by id right after ingest daemon CPU", Value: r.GetBusyDaemonCPUUsPerGet, Unit: "µs"})
+		}
+		settled := "finished: reads below at rest"
+		if !r.Settled {
+			settled = "NOT finished (--settle)"
+		}
+		add(Row{Metric: "index compactions after ingest", Value: r.SettleSeconds, Unit: "s", Status: settled})
 	}
 	add(Row{Metric: "get by id p50", Value: r.GetP50Ms, Unit: "ms"})
 	add(Row{Metric: "get by id p99", Value: r.GetP99Ms, Unit: "ms", Budget: "≤ 0.5 @ 10 M spans",

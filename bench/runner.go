@@ -105,6 +105,13 @@ type Config struct {
 	// again three times, so it is off by default.
 	KeySpace bool
 
+	// Settle, when positive, waits after the ingest phases (up to Settle)
+	// until the daemon reports no index compaction debt and none running
+	// (GET /v1/stores) before the read phases, so that they measure the
+	// store at rest. The gets then also run once before the wait, right
+	// after ingest while the indexes compact, reported apart (GetBusy*).
+	Settle time.Duration
+
 	// Gets is the number of get-by-id requests (default 20,000), sent by
 	// GetClients concurrent clients (default 1).
 	Gets       int
@@ -290,11 +297,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			probe = last
 		}
 	}
+	if cfg.Settle > 0 {
+		cpu0 := r.cpuTimes()
+		s, err := r.gets(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("get-by-id right after ingest: %w", err)
+		}
+		r.rep.GetBusy = s
+		r.addCPU(cpu0, &r.rep.GetBusyDaemonCPUSeconds, nil)
+		if err := r.settle(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.profiled(ctx, "read", func() error {
 		cpu0 := r.cpuTimes()
-		if err := r.gets(ctx); err != nil {
+		s, err := r.gets(ctx)
+		if err != nil {
 			return fmt.Errorf("get-by-id: %w", err)
 		}
+		r.rep.Gets = s.Count
+		r.rep.GetP50Ms, r.rep.GetP99Ms, r.rep.GetP999Ms, r.rep.GetMaxMs = s.P50Ms, s.P99Ms, s.P999Ms, s.MaxMs
 		r.addCPU(cpu0, &r.rep.GetDaemonCPUSeconds, nil)
 		cpu0 = r.cpuTimes()
 		if err := r.searches(ctx); err != nil {
@@ -671,9 +693,9 @@ func (r *runner) send(ctx context.Context, reqs []request, contentType string, c
 
 // gets fetches random stored traces by id and checks each answer holds
 // the trace's spans.
-func (r *runner) gets(ctx context.Context) error {
+func (r *runner) gets(ctx context.Context) (LatencySummary, error) {
 	if len(r.sample) == 0 {
-		return errors.New("no traces were stored")
+		return LatencySummary{}, errors.New("no traces were stored")
 	}
 	n := r.cfg.Gets
 	r.logf("get-by-id: %d random traces, %d client(s)", n, r.cfg.GetClients)
@@ -714,16 +736,69 @@ func (r *runner) gets(ctx context.Context) error {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return LatencySummary{}, err
 	}
 	var all Latencies
 	for i := range lats {
 		all.Merge(&lats[i])
 	}
-	s := all.Summary()
-	r.rep.Gets = s.Count
-	r.rep.GetP50Ms, r.rep.GetP99Ms, r.rep.GetP999Ms, r.rep.GetMaxMs = s.P50Ms, s.P99Ms, s.P999Ms, s.MaxMs
-	return nil
+	return all.Summary(), nil
+}
+
+// settle waits, up to cfg.Settle, until every store reports no index
+// compaction debt and no flush or compaction running on two polls in a
+// row, and records how long that took (SettleSeconds; Settled false when
+// it did not happen in time).
+func (r *runner) settle(ctx context.Context) error {
+	r.logf("waiting up to %v for the indexes' compactions to finish", r.cfg.Settle)
+	t0 := time.Now()
+	quiet := 0
+	for {
+		debt, running, err := r.compactionState(ctx)
+		if err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		if debt == 0 && running == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		waited := time.Since(t0)
+		if quiet == 2 || waited >= r.cfg.Settle {
+			r.rep.SettleSeconds, r.rep.Settled = waited.Seconds(), quiet == 2
+			if !r.rep.Settled {
+				r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("reads measured while the indexes still compact: %d bytes of compaction debt and %d compactions running after --settle %v", debt, running, r.cfg.Settle))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// compactionState sums the stores' index compaction debt and running
+// compactions from /v1/stores.
+func (r *runner) compactionState(ctx context.Context) (debt, running int64, err error) {
+	body, err := r.hc.get(ctx, "/v1/stores")
+	if err != nil {
+		return 0, 0, err
+	}
+	var st struct {
+		Stores []struct {
+			Debt    int64 `json:"index_compaction_debt_bytes"`
+			Running int64 `json:"index_compactions_running"`
+		} `json:"stores"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return 0, 0, fmt.Errorf("/v1/stores: %w", err)
+	}
+	for _, s := range st.Stores {
+		debt, running = debt+s.Debt, running+s.Running
+	}
+	return debt, running, nil
 }
 
 // countSpans counts the spans (roots and nested children) of Trace JSON

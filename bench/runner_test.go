@@ -124,7 +124,7 @@ func TestRunEndToEnd(t *testing.T) {
 	ex := cfg
 	ex.Existing, ex.DataDir, ex.WorkDir, ex.Keep, ex.Recover, ex.SkipProbes = true, filepath.Join(work, "data"), t.TempDir(), false, nil, true
 	ex.ProfileDir, ex.Pprof, ex.SkipRestart, ex.SpaceSpans, ex.Gets, ex.Searches = "", false, true, -1, 200, 5
-	ex.OTLPFor, ex.KeySpace = -1, false
+	ex.OTLPFor, ex.KeySpace, ex.Settle = -1, false, time.Minute
 	rep3, err := Run(context.Background(), ex)
 	if err != nil {
 		t.Fatalf("existing store: %v\n%s", err, progress.String())
@@ -135,6 +135,12 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(work, "data")); err != nil {
 		t.Errorf("the existing data directory is gone: %v", err)
+	}
+	// --settle: the gets ran once before the wait too, and this small
+	// store's indexes settled (two quiet polls half a second apart) well
+	// within the minute.
+	if rep3.GetBusy.Count != 200 || !rep3.Settled || rep3.SettleSeconds < 0.5 || rep3.SettleSeconds > 30 {
+		t.Errorf("existing store with --settle: %d gets before the wait, settled %t after %.1f s", rep3.GetBusy.Count, rep3.Settled, rep3.SettleSeconds)
 	}
 
 	// The same seed again sends the same traffic: equal counts and bytes.

@@ -568,6 +568,10 @@ type StoreInfo struct {
 	Chunks   int64  `json:"chunks"`
 	Bytes    int64  `json:"bytes"`
 	IndexLag int64  `json:"index_lag_bytes"`
+	// IndexCompactionDebt and IndexCompactions: the bytes the store's
+	// index compactions still have to rewrite and those running now.
+	IndexCompactionDebt int64 `json:"index_compaction_debt_bytes"`
+	IndexCompactions    int64 `json:"index_compactions_running"`
 	// Reason says why a store is not served (state quarantined,
 	// rebuilding or orphaned).
 	Reason string `json:"reason,omitempty"`

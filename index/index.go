@@ -347,6 +347,16 @@ func (ix *Index) Stats() Stats {
 	return st
 }
 
+// Compaction returns the index's compaction debt and running flushes and
+// compactions (zero once closed).
+func (ix *Index) Compaction() kv.Compaction {
+	if ix.acquire() != nil {
+		return kv.Compaction{}
+	}
+	defer ix.release()
+	return kv.CompactionOf(ix.db)
+}
+
 // DiskBytes returns the bytes the index occupies on disk (sstables, WAL
 // and manifests).
 func (ix *Index) DiskBytes() uint64 {

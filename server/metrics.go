@@ -82,6 +82,8 @@ var (
 	bytesDesc  = prometheus.NewDesc("ztsd_store_bytes", "Bytes on disk per store (data and indexes).", []string{"store"}, nil)
 	spansDesc  = prometheus.NewDesc("ztsd_store_spans", "Spans indexed per store.", []string{"store"}, nil)
 	lagDesc    = prometheus.NewDesc("ztsd_index_watermark_lag_bytes", "Data-file bytes not yet covered by the metadata index, per store.", []string{"store"}, nil)
+	debtDesc   = prometheus.NewDesc("ztsd_index_compaction_debt_bytes", "Bytes the indexes' compactions still have to rewrite (Pebble's estimate), per store; reads are slower until it is 0.", []string{"store"}, nil)
+	compDesc   = prometheus.NewDesc("ztsd_index_compactions_running", "Index flushes and compactions running now, all stores.", nil, nil)
 	damageDesc = prometheus.NewDesc("ztsd_damaged_chunks_total", "Distinct damaged chunks that reads met and skipped since start (each also logged once).", nil, nil)
 
 	remoteStoresDesc     = prometheus.NewDesc("ztsd_remote_stores", "Stores served from the bucket (cached: with their indexes in the local cache).", []string{"state"}, nil)
@@ -99,6 +101,8 @@ func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- bytesDesc
 	ch <- spansDesc
 	ch <- lagDesc
+	ch <- debtDesc
+	ch <- compDesc
 	ch <- damageDesc
 	ch <- remoteStoresDesc
 	ch <- remoteGetsDesc
@@ -110,6 +114,7 @@ func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	states := map[string]int{"open": 0, "sealed": 0}
+	var compactions int64
 	for _, in := range c.db.Stores() {
 		states[in.State]++
 		name := in.ID
@@ -119,7 +124,10 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(in.Bytes), name)
 		ch <- prometheus.MustNewConstMetric(spansDesc, prometheus.GaugeValue, float64(in.Spans), name)
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(in.IndexLag), name)
+		ch <- prometheus.MustNewConstMetric(debtDesc, prometheus.GaugeValue, float64(in.IndexCompactionDebt), name)
+		compactions += in.IndexCompactions
 	}
+	ch <- prometheus.MustNewConstMetric(compDesc, prometheus.GaugeValue, float64(compactions))
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(storesDesc, prometheus.GaugeValue, float64(n), st)
 	}

@@ -1025,6 +1025,12 @@ type Info struct {
 	// IndexLag is how many data-file bytes the metadata index does not
 	// cover yet (non-zero only while a re-index is catching up).
 	IndexLag int64 `json:"index_lag_bytes"`
+	// IndexCompactionDebt is Pebble's estimate of the bytes its two
+	// indexes' compactions still have to rewrite, and IndexCompactions the
+	// flushes and compactions running now: a store just written in bulk
+	// reads slower until both are zero.
+	IndexCompactionDebt int64 `json:"index_compaction_debt_bytes"`
+	IndexCompactions    int64 `json:"index_compactions_running"`
 	// Reason says why a store is not served (quarantined, rebuilding,
 	// orphaned), or that a store serving is catching up (its indexes lag
 	// its data file by IndexLag bytes, re-indexed in the background);
@@ -1056,9 +1062,11 @@ func (s *Store) info() Info {
 	if w, ok := s.catchUpWarning(); ok {
 		reason, lag = w.Error, max(lag, s.data.Size()-w.Offset)
 	}
+	comp := s.meta.Compaction().Add(s.text.Compaction())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Info{IndexLag: lag, Reason: reason,
+		IndexCompactionDebt: int64(comp.DebtBytes), IndexCompactions: comp.Running,
 		ID: StoreName(s.id), State: s.props.State, FirstNS: s.firstNS, LastNS: s.lastNS,
 		Spans: int64(st.Spans), Traces: int64(st.Traces), Chunks: s.chunks, Bytes: dirSize(s.dir),
 		Compression: s.props.Compression, Checksums: s.props.Checksums, Location: "local",

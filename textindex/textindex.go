@@ -392,6 +392,16 @@ func (ix *Index) Compact() error {
 	return nil
 }
 
+// Compaction returns the index's compaction debt and running flushes and
+// compactions (zero once closed).
+func (ix *Index) Compaction() kv.Compaction {
+	if ix.acquire() != nil {
+		return kv.Compaction{}
+	}
+	defer ix.release()
+	return kv.CompactionOf(ix.db)
+}
+
 // DiskBytes returns the bytes the index occupies on disk.
 func (ix *Index) DiskBytes() uint64 {
 	if ix.acquire() != nil {

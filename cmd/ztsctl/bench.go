@@ -138,6 +138,7 @@ CPU time per span (utime+stime from /proc; a running daemon needs
 	f.BoolVar(&cfg.SkipRestart, "no-restart", false, "skip the kill -9 and restart after the read phases")
 	f.BoolVar(&cfg.Existing, "existing", false, "--data-dir already holds the store of an earlier run with equal --seed, --spans, --batch and --format: read it (nothing is ingested)")
 	f.BoolVar(&cfg.KeySpace, "key-space", false, "measure the index bytes of each kind of key (rewrites each index three times)")
+	f.DurationVar(&cfg.Settle, "settle", 0, "after ingest, run the gets once, then wait up to this long for the indexes' compactions to finish before the read phases (0: read right after ingest)")
 	f.IntVar(&cfg.Gets, "gets", 20_000, "get-by-id requests")
 	f.IntVar(&cfg.GetClients, "get-clients", 1, "concurrent get-by-id clients")
 	f.IntVar(&cfg.Searches, "searches", 2_000, "searches of each kind")

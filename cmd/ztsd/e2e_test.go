@@ -273,6 +273,9 @@ func TestSyncPolicies(t *testing.T) {
 			wg.Wait()
 			reqs := metric(t, d.Client, "ztsd_ingest_requests_total")
 			fsyncs := metric(t, d.Client, "ztsd_fsyncs_total")
+			if running := metric(t, d.Client, "ztsd_index_compactions_running"); running < 0 {
+				t.Fatalf("ztsd_index_compactions_running %v", running)
+			}
 			t.Logf("sync=%s: %v requests, %v fsyncs", policy, reqs, fsyncs)
 			if reqs != 640 {
 				t.Fatalf("%v requests counted, want 640", reqs)

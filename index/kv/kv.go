@@ -486,3 +486,24 @@ func Open(dir string, o OpenOptions) (*pebble.DB, error) {
 	}
 	return db, nil
 }
+
+// Compaction is how much background work a database still has to settle
+// its levels: Pebble's estimate of the bytes compactions must rewrite, and
+// the flushes and compactions running now. A store just written in bulk
+// reads slower until both are zero (compactions take CPU and disk from
+// reads); the daemon reports them so operators and benchmarks can tell.
+type Compaction struct {
+	DebtBytes uint64
+	Running   int64
+}
+
+// CompactionOf returns db's compaction state.
+func CompactionOf(db *pebble.DB) Compaction {
+	m := db.Metrics()
+	return Compaction{DebtBytes: m.Compact.EstimatedDebt, Running: m.Compact.NumInProgress + m.Flush.NumInProgress}
+}
+
+// Add returns the sum of two states (a store's two indexes).
+func (c Compaction) Add(o Compaction) Compaction {
+	return Compaction{DebtBytes: c.DebtBytes + o.DebtBytes, Running: c.Running + o.Running}
+}

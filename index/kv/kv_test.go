@@ -158,6 +158,22 @@ func TestBulkLoadDefersCompaction(t *testing.T) {
 	if n := bulk.Metrics().Levels[0].NumFiles; n != 0 {
 		t.Fatalf("bulk load: %d tables in L0 after Compact", n)
 	}
+	if c := CompactionOf(bulk); c != (Compaction{}) {
+		t.Fatalf("bulk load after Compact: compaction state %+v, want none", c)
+	}
+	// Tables flushed over a compacted level are work still to do:
+	// CompactionOf reports it as debt (Pebble's estimate: the L0 bytes and
+	// the level below they merge into), none of it running.
+	fill(bulk)
+	if c := CompactionOf(bulk); c.DebtBytes == 0 || c.Running != 0 {
+		t.Fatalf("bulk load, flushed over a compacted level: compaction state %+v, want debt > 0 and nothing running", c)
+	}
+	if err := bulk.Compact([]byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	if c := CompactionOf(bulk); c != (Compaction{}) {
+		t.Fatalf("bulk load after the second Compact: compaction state %+v, want none", c)
+	}
 	v, closer, err := bulk.Get([]byte{199, 7})
 	if err != nil || len(v) != 100 {
 		t.Fatalf("get after compaction: %d bytes, %v", len(v), err)
