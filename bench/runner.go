@@ -289,7 +289,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.addPhase(ph)
 	}
 	if cfg.UnbatchedFor > 0 && !cfg.Existing {
-		last, err := r.unbatched(ctx)
+		var last trace.TraceID
+		err := r.profiled(ctx, PhaseUnbatched, func() error {
+			var err error
+			last, err = r.unbatched(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("ingest %s: %w", PhaseUnbatched, err)
 		}
