@@ -27,9 +27,16 @@
 // Invariants:
 //
 //   - File.Size is the logical end of the data: every byte below it belongs to
-//     a completely written chunk (or to a torn tail that existed before Open;
-//     Open does not scan, recovery cuts such tails with TruncateTail). An
+//     a completely written chunk (or to a torn tail or zero tail that existed
+//     before Open; Open does not scan: the caller's scan cuts a torn tail
+//     with TruncateTail and sets the end before a zero tail with SetEnd). An
 //     append that fails leaves Size unchanged and truncates the file back.
+//   - Zero tail: a compressed file with checksums is extended with zeros up
+//     to PreallocStep past its data (fallocate) when an append needs room,
+//     and appends overwrite them; Sync is fdatasync. Where a chunk is
+//     expected and only zeros follow to the end of the file, the data ends
+//     (Scanner); zeros followed by anything else are damage. Seal and Close
+//     truncate the file to its data, so a sealed file has no zero tail.
 //   - Every length read from disk is bounded before it is used to allocate:
 //     stored and logical sizes by MaxChunkSize, the logical size of a
 //     compressed chunk also by the codec's maximum expansion ratio, and every

@@ -143,6 +143,8 @@ type scanResult struct {
 	bad      []BadRegion
 	err      error
 	end      int64
+	// zeroOff, zeroLen: the zero tail (Scanner.ZeroTail).
+	zeroOff, zeroLen int64
 }
 
 func scanBytes(data []byte, opt Options, validate func([]byte) error) scanResult {
@@ -158,10 +160,12 @@ func scanBytes(data []byte, opt Options, validate func([]byte) error) scanResult
 		r.payloads = append(r.payloads, bytes.Clone(p))
 	}
 	r.bad, r.err, r.end = s.BadRegions(), s.Err(), s.Offset()
+	r.zeroOff, r.zeroLen = s.ZeroTail()
 	return r
 }
 
-// checkTiling asserts that good chunks and bad regions tile [HeaderSize, size).
+// checkTiling asserts that good chunks, bad regions and the zero tail tile
+// [HeaderSize, size).
 func checkTiling(t testing.TB, data []byte, opt Options, r scanResult) {
 	t.Helper()
 	type span struct{ from, to int64 }
@@ -180,6 +184,12 @@ func checkTiling(t testing.TB, data []byte, opt Options, r scanResult) {
 	}
 	for ; bi < len(r.bad); bi++ {
 		spans = append(spans, span{r.bad[bi].Offset, r.bad[bi].Offset + r.bad[bi].Length})
+	}
+	if r.zeroLen > 0 {
+		if !allZero(data[r.zeroOff:]) || r.zeroOff+r.zeroLen != int64(len(data)) {
+			t.Fatalf("zero tail [%d,+%d) of a %d-byte file is not all the zeros that end it", r.zeroOff, r.zeroLen, len(data))
+		}
+		spans = append(spans, span{r.zeroOff, r.zeroOff + r.zeroLen})
 	}
 	pos := int64(HeaderSize)
 	if len(data) < HeaderSize {

@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 )
@@ -23,13 +24,18 @@ const scanWindow = 1 << 20
 //	if err := s.Err(); err != nil { ... } // I/O error
 //	for _, bad := range s.BadRegions() { ... }
 //
+// Where a chunk is expected and every byte from there to the end is zero,
+// the data ends (the zero tail a File preallocates ahead of its appends,
+// see ZeroTail): that is no bad region, and Next returns false. Zeros
+// followed by any non-zero byte are damage like any other bad bytes.
+//
 // A torn tail (the file ends inside a chunk whose header is otherwise valid,
 // or inside a chunk header) is the last bad region, with Reason Truncated and
 // the offset of that chunk: where the caller cuts. Any last bad region that
 // reaches the end of the data has no valid chunk after it; a crash can also
-// leave such a tail with another reason (e.g. blocks that were allocated but
-// never written read as zeros: bad magic or checksum), so recovery may cut
-// at its offset too. In a file without
+// leave such a tail with another reason (e.g. a chunk written only partly
+// into preallocated zeros, or blocks that were allocated but never written:
+// bad magic or checksum), so recovery may cut at its offset too. In a file without
 // checksums resynchronisation is best effort: an uncompressed chunk is
 // accepted on its header alone.
 //
@@ -46,11 +52,13 @@ type Scanner struct {
 	// check). It must not retain the payload.
 	Validate func(payload []byte) error
 
-	pos  int64 // where the next chunk is expected
-	cur  scannedChunk
-	bad  []BadRegion
-	err  error
-	done bool
+	pos int64 // where the next chunk is expected
+	// zeroOff, zeroLen: the zero tail found where a chunk was expected.
+	zeroOff, zeroLen int64
+	cur              scannedChunk
+	bad              []BadRegion
+	err              error
+	done             bool
 
 	win    []byte // window of the file: win[i] is the byte at winOff+i
 	winOff int64
@@ -106,6 +114,16 @@ func (s *Scanner) Next() bool {
 		s.pos = c.end
 		return true
 	}
+	if s.zerosToEnd(p) {
+		// A preallocated tail: the data ends here.
+		s.zeroOff, s.zeroLen = p, s.size-p
+		s.pos = p
+		s.done = true
+		return false
+	}
+	if s.err != nil {
+		return false
+	}
 	q, ok := s.resync(p + 1)
 	if s.err != nil {
 		return false
@@ -140,6 +158,42 @@ func (s *Scanner) Info() ChunkInfo {
 		LogicalSize: int64(s.cur.hdr.lsize),
 		Raw:         s.cur.hdr.raw,
 	}
+}
+
+// ZeroTail returns where the zero tail of the scanned range starts and its
+// length (n is 0 when there is none): the bytes from off to the end are
+// all zero and start where a chunk was expected, so they are not a chunk
+// but space the writer preallocated (File), and the data ends at off. It
+// is known once Next has returned false.
+func (s *Scanner) ZeroTail() (off, n int64) { return s.zeroOff, s.zeroLen }
+
+// zerosToEnd reports whether every byte in [p, size) is zero.
+func (s *Scanner) zerosToEnd(p int64) bool {
+	for off := p; off < s.size; {
+		n := int(min(scanWindow, s.size-off))
+		b, ok := s.view(off, n)
+		if !ok || !allZero(b) {
+			return false
+		}
+		off += int64(n)
+	}
+	return p < s.size
+}
+
+// allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Offset returns where scanning continues: just past the current chunk after

@@ -292,6 +292,11 @@ func (c *copier) targetTip() (targetTip, error) {
 	if !ok {
 		return targetTip{}, fmt.Errorf("target store name %q", infos[len(infos)-1].ID)
 	}
+	// The end of its data, not the file's length: an open store's data
+	// file ends in preallocated zeros that later appends overwrite.
+	if size, ok := c.m.db.DataSize(id); ok {
+		return targetTip{Known: true, Store: id, Size: size}, nil
+	}
 	fi, err := os.Stat(filepath.Join(c.m.target, storedir.StoreName(id), dataFileName))
 	if err != nil {
 		return targetTip{}, fmt.Errorf("target: %w", err)

@@ -492,7 +492,7 @@ func (r *storeRecovery) cutTail(res scanResult) error {
 		r.rep.BadRegions = append(r.rep.BadRegions, regionOf(b, act))
 	}
 	if tail == nil {
-		return nil
+		return r.cutZeroTail(res)
 	}
 	if r.rep.ChunksOK == 0 && tail.Length > chunk.MaxChunkSize+chunk.ChunkHeaderSize {
 		return fmt.Errorf("store %s: refusing to cut %d bytes at %d: %w with options %v (is the file header right?)",
@@ -518,6 +518,35 @@ func (r *storeRecovery) cutTail(res scanResult) error {
 	r.size = tail.Offset
 	r.rep.BytesMovedAside += moved
 	r.action("cut the torn tail at %d: %d bytes (%s) moved to %s", tail.Offset, moved, tail.Reason, BrokenFile)
+	return step(r.opt, StepTailCut)
+}
+
+// cutZeroTail truncates the zero tail an open store's writer preallocated
+// (chunk.PreallocStep) off the data file: the rebuilt store ends with its
+// last chunk, as a sealed one must. The zeros hold nothing; nothing is
+// moved to .broken.
+func (r *storeRecovery) cutZeroTail(res scanResult) error {
+	if res.zeroLen == 0 {
+		return nil
+	}
+	if r.opt.DryRun {
+		r.size = res.zeroOff
+		r.action("would cut the %d zero bytes preallocated after the last chunk at %d", res.zeroLen, res.zeroOff)
+		return nil
+	}
+	df, err := chunk.OpenFS(r.opt.FS, r.dataPath)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", r.dir, err)
+	}
+	_, err = df.TruncateTail(res.zeroOff, "")
+	if cerr := df.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store %s: cut the zero tail at %d: %w", r.dir, res.zeroOff, err)
+	}
+	r.size = res.zeroOff
+	r.action("cut the %d zero bytes preallocated after the last chunk at %d", res.zeroLen, res.zeroOff)
 	return step(r.opt, StepTailCut)
 }
 

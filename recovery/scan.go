@@ -23,7 +23,10 @@ type scanResult struct {
 	// end is where the good data ends: the end of the last good chunk, or
 	// the offset of a torn tail.
 	end int64
-	err error // I/O error or cancellation; the scan is incomplete
+	// zeroOff, zeroLen: the zero tail after the last chunk (zeroLen 0:
+	// none), space the writer preallocated; the data ends at zeroOff.
+	zeroOff, zeroLen int64
+	err              error // I/O error or cancellation; the scan is incomplete
 }
 
 // scanConfig configures scanChunks.
@@ -73,6 +76,7 @@ func scanChunks(ctx context.Context, r io.ReaderAt, size int64, cfg scanConfig, 
 		res.err = err
 		return res
 	}
+	res.zeroOff, res.zeroLen = sc.ZeroTail()
 	if n := len(res.bad); n > 0 && res.bad[n-1].Offset+res.bad[n-1].Length >= size {
 		res.end = res.bad[n-1].Offset
 	}

@@ -222,6 +222,13 @@ func verifyStore(ctx context.Context, dir string, opt Options, checkIndexes bool
 		}
 		v.problem("chunk", at(b.Offset), b.Length, "bad chunk: %s: %s (its traces are lost; the chunks after it are read)", r.Reason, r.Detail)
 	}
+	if res.zeroLen > 0 {
+		if sv.State == config.StateSealed {
+			v.problem("tail", at(res.zeroOff), res.zeroLen, "the sealed data file ends in %d zero bytes after its last chunk (a sealed file ends with its last chunk; `ztsctl recover` cuts them)", res.zeroLen)
+		} else {
+			sv.note("%d zero bytes preallocated after the last chunk at %d (the end of the data; cut when the store is sealed or closed)", res.zeroLen, res.zeroOff)
+		}
+	}
 	v.finishIndexes(res.end, lastEnd, size)
 	return sv, nil
 }

@@ -680,3 +680,18 @@ func (db *DB) snapshot() (stores []*Store, release func()) {
 		db.remote.evict() // the index cache over its bound: stores no reader holds
 	}
 }
+
+// DataSize returns the end of the data in local store id's data file: the
+// offset of its next append, which is less than the file's length while
+// the store is open for writes (the zero tail preallocated past the data,
+// chunk.PreallocStep). ok is false when no local store has that id.
+func (db *DB) DataSize(id uint32) (size int64, ok bool) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	for _, s := range db.stores {
+		if s.id == id && s.remote == nil && s.data != nil {
+			return s.data.Size(), true
+		}
+	}
+	return 0, false
+}

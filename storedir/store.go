@@ -293,7 +293,7 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 		// the data file are opened read-only; otherwise (an index the
 		// daemon had not flushed when it stopped) both are built in
 		// memory from the data file, for as long as this run lasts.
-		if err := s.openIndexesReadOnly(); err == nil && s.indexesCover(data.Size()) {
+		if err := s.openIndexesReadOnly(); err == nil && s.indexesCover(data.Size()-data.ZeroTail()) {
 			return s, nil
 		} else if err == nil {
 			s.meta.Close()
@@ -432,7 +432,8 @@ func (s *Store) indexLag() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.data.Size() - max(min(metaWM, textWM), chunk.HeaderSize), nil
+	// A zero tail (preallocated, chunk.File.ZeroTail) holds nothing to index.
+	return max(0, s.data.Size()-s.data.ZeroTail()-max(min(metaWM, textWM), chunk.HeaderSize)), nil
 }
 
 // catchUp cuts a torn tail and re-indexes the chunks past the watermarks.
@@ -554,6 +555,17 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 		s.log.Warn("cut torn tail of the data file", "offset", tail.Offset, "bytes", moved, "reason", tail.Reason.String(), "kept_in", brokenFile)
 		if err := s.setWatermarks(tail.Offset); err != nil {
 			return err
+		}
+	} else if zoff, zlen := sc.ZeroTail(); zlen > 0 {
+		// The zero tail the writer preallocated (chunk.PreallocStep): the
+		// data ends where it starts, and the next append goes there.
+		if err := s.data.SetEnd(zoff); err != nil {
+			return fmt.Errorf("store %s: %w", s.dir, err)
+		}
+		if from < zoff {
+			if err := s.setWatermarks(zoff); err != nil {
+				return err
+			}
 		}
 	} else if from < size {
 		if err := s.setWatermarks(size); err != nil {

@@ -42,6 +42,8 @@ const (
 	OpSyncDir
 	OpStat
 	OpClose
+	// OpAllocate is a file's preallocation (chunk.Allocator: fallocate).
+	OpAllocate
 )
 
 func (o Op) String() string {
@@ -64,6 +66,8 @@ func (o Op) String() string {
 		return "stat"
 	case OpClose:
 		return "close"
+	case OpAllocate:
+		return "allocate"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -72,7 +76,7 @@ func (o Op) String() string {
 // crash point counts).
 func (o Op) mutating() bool {
 	switch o {
-	case OpOpen, OpWrite, OpSync, OpTruncate, OpSyncDir:
+	case OpOpen, OpWrite, OpSync, OpTruncate, OpSyncDir, OpAllocate:
 		return true
 	}
 	return false
@@ -187,7 +191,8 @@ func (f *FS) Free() int64 {
 }
 
 // CrashAt arranges for crash to be called just before the n-th (1-based)
-// mutating operation (open, write, sync, truncate, directory sync) reaches
+// mutating operation (open, write, sync, truncate, directory sync,
+// allocate) reaches
 // the disk. Crash tests pass a function that kills the process, so the
 // disk holds exactly the effects of the first n-1 operations. n ≤ 0
 // disables it.
@@ -379,6 +384,56 @@ func (h *file) Sync() error {
 	return h.inner.Sync()
 }
 
+// Datasync is Sync (OpSync) through the wrapped file's fdatasync when it
+// has one.
+func (h *file) Datasync() error {
+	if err, _ := h.fs.check(OpSync, h.path); err != nil {
+		return err
+	}
+	if ds, ok := h.inner.(chunk.DataSyncer); ok {
+		return ds.Datasync()
+	}
+	return h.inner.Sync()
+}
+
+// Allocate preallocates through the wrapped file (errors.ErrUnsupported
+// when it cannot). On a limited disk the growth is accounted like a
+// write's, except that an allocation that does not fit fails whole with
+// ENOSPC and allocates nothing.
+func (h *file) Allocate(off, n int64) error {
+	if err, _ := h.fs.check(OpAllocate, h.path); err != nil {
+		return err
+	}
+	a, ok := h.inner.(chunk.Allocator)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	h.fs.mu.Lock()
+	limited := h.fs.limited
+	h.fs.mu.Unlock()
+	var grow int64
+	if limited {
+		st, err := h.inner.Stat()
+		if err != nil {
+			return err
+		}
+		grow = max(0, off+n-st.Size())
+		h.fs.mu.Lock()
+		if grow > h.fs.free {
+			h.fs.injected++
+			h.fs.mu.Unlock()
+			return &fs.PathError{Op: "allocate", Path: h.path, Err: syscall.ENOSPC}
+		}
+		h.fs.free -= grow
+		h.fs.mu.Unlock()
+	}
+	if err := a.Allocate(off, n); err != nil {
+		h.fs.release(grow)
+		return err
+	}
+	return nil
+}
+
 func (h *file) Truncate(size int64) error {
 	if err, _ := h.fs.check(OpTruncate, h.path); err != nil {
 		return err
@@ -412,4 +467,6 @@ func (h *file) Close() error {
 }
 
 var _ chunk.FS = (*FS)(nil)
+var _ chunk.Allocator = (*file)(nil)
+var _ chunk.DataSyncer = (*file)(nil)
 var _ io.ReaderAt = (*file)(nil)
