@@ -537,7 +537,7 @@ func (b *Batch) Commit() error {
 	if b.err != nil {
 		return fmt.Errorf("index %s: commit: %w", ix.dir, b.err)
 	}
-	if ix.readOnly {
+	if ix.db.ReadOnly() {
 		return fmt.Errorf("index %s: commit: %w", ix.dir, ErrReadOnly)
 	}
 	ix.writeMu.Lock()
@@ -579,7 +579,7 @@ func (b *Batch) Commit() error {
 		} else if !ix.recent.contains(id) {
 			if probe == nil {
 				var err error
-				if probe, err = kv.NewPointReader(ix.db); err != nil {
+				if probe, err = kv.NewPointReader(ix.db.DB); err != nil {
 					return fmt.Errorf("index %s: commit: %w", ix.dir, err)
 				}
 			}
@@ -681,7 +681,7 @@ func (b *Batch) Commit() error {
 		newState.watermark = b.watermark
 	}
 	wb.Set(keyState, appendState(nil, newState))
-	if err := wb.Commit(ix.db); err != nil {
+	if err := wb.Commit(ix.db.DB); err != nil {
 		return fmt.Errorf("index %s: commit: %w", ix.dir, err)
 	}
 

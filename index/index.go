@@ -92,18 +92,14 @@ type Options struct {
 // Index is an open metadata index. Its methods are safe for concurrent use
 // by one writer (through Batch) and many readers.
 type Index struct {
-	db         *pebble.DB
+	db         *kv.DB
 	dir        string
-	readOnly   bool
 	blockShift uint
 	blockSize  uint32
 	columns    *columnCache
 	// prefetchKeys is maxPrefetchKeys (tests lower it to force the dense
 	// search path).
 	prefetchKeys int
-
-	closeMu sync.RWMutex // held shared by every operation, exclusively by Close
-	closed  bool
 
 	writeMu sync.Mutex // serializes Commit; guards recent, pairs and builder
 	recent  *recentSet[[16]byte]
@@ -151,15 +147,13 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.TraceCacheEntries <= 0 {
 		opt.TraceCacheEntries = 1 << 16
 	}
-	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
-	if errors.Is(err, kv.ErrNoDB) {
-		return nil, fmt.Errorf("index %s: %w", dir, ErrNoIndex)
-	}
+	db, err := kv.OpenDB("index "+dir, dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly},
+		kv.Errors{Closed: ErrClosed, NoIndex: ErrNoIndex, Corrupt: ErrCorrupt})
 	if err != nil {
-		return nil, fmt.Errorf("index %s: %w", dir, err)
+		return nil, err
 	}
 	ix := &Index{
-		db: db, dir: dir, readOnly: readOnly,
+		db: db, dir: dir,
 		prefetchKeys: maxPrefetchKeys,
 		columns:      newColumnCache(opt.ColumnCacheBlocks),
 		recent:       newRecentSet[[16]byte](opt.TraceCacheEntries),
@@ -167,7 +161,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 		order:        &blockOrder{},
 	}
 	if err := ix.load(uint(opt.BlockShift)); err != nil {
-		_ = db.Close()
+		_ = db.DB.Close()
 		return nil, fmt.Errorf("index %s: %w", dir, err)
 	}
 	return ix, nil
@@ -176,29 +170,9 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 // load reads (or, for a new index, writes) the format record, the counters
 // and the block summaries.
 func (ix *Index) load(createShift uint) error {
-	format, ok, err := ix.get(keyFormat)
+	format, err := ix.db.LoadFormat(keyFormat, []byte{formatVersion, byte(createShift)})
 	if err != nil {
 		return err
-	}
-	if !ok {
-		iter, err := ix.db.NewIter(nil)
-		if err != nil {
-			return err
-		}
-		nonEmpty := iter.First()
-		if err := iter.Close(); err != nil {
-			return err
-		}
-		if nonEmpty {
-			return corruptf("no format record in a non-empty index")
-		}
-		if ix.readOnly {
-			return fmt.Errorf("%w: no format record", ErrNoIndex)
-		}
-		format = []byte{formatVersion, byte(createShift)}
-		if err := ix.db.Set(keyFormat, format, pebble.NoSync); err != nil {
-			return fmt.Errorf("write format record: %w", err)
-		}
 	}
 	if len(format) != 2 || format[0] != formatVersion {
 		return corruptf("format record %x: want version %d", format, formatVersion)
@@ -260,7 +234,7 @@ func (ix *Index) load(createShift uint) error {
 	}
 	ix.sealed = sealed
 	ix.order = buildOrder(nil, sealed)
-	if ix.spans == 0 && !ix.readOnly {
+	if ix.spans == 0 && !ix.db.ReadOnly() {
 		// Every trace id the index will hold goes through Commit.
 		ix.known = &traceFilter{}
 	}
@@ -292,30 +266,12 @@ func (ix *Index) load(createShift uint) error {
 	return nil
 }
 
-func (ix *Index) get(key []byte) ([]byte, bool, error) {
-	v, closer, err := ix.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("get %q: %w", key, err)
-	}
-	out := bytes.Clone(v)
-	closer.Close()
-	return out, true, nil
-}
+func (ix *Index) get(key []byte) ([]byte, bool, error) { return ix.db.Value(key) }
 
 // acquire holds the index open for one operation.
-func (ix *Index) acquire() error {
-	ix.closeMu.RLock()
-	if ix.closed {
-		ix.closeMu.RUnlock()
-		return ErrClosed
-	}
-	return nil
-}
+func (ix *Index) acquire() error { return ix.db.Acquire() }
 
-func (ix *Index) release() { ix.closeMu.RUnlock() }
+func (ix *Index) release() { ix.db.Release() }
 
 // Watermark returns the data-file offset up to which the index is complete
 // (0 for a new index).
@@ -349,84 +305,27 @@ func (ix *Index) Stats() Stats {
 
 // Compaction returns the index's compaction debt and running flushes and
 // compactions (zero once closed).
-func (ix *Index) Compaction() kv.Compaction {
-	if ix.acquire() != nil {
-		return kv.Compaction{}
-	}
-	defer ix.release()
-	return kv.CompactionOf(ix.db)
-}
+func (ix *Index) Compaction() kv.Compaction { return ix.db.Compaction() }
 
-// DiskBytes returns the bytes the index occupies on disk (sstables, WAL
-// and manifests).
-func (ix *Index) DiskBytes() uint64 {
-	if ix.acquire() != nil {
-		return 0
-	}
-	defer ix.release()
-	return ix.db.Metrics().DiskSpaceUsage()
-}
+// DiskBytes returns the bytes the index occupies on disk (sstables and
+// manifests).
+func (ix *Index) DiskBytes() uint64 { return ix.db.DiskBytes() }
 
 // Flush writes the memtable to sstables so that everything committed so far
 // survives a crash.
-func (ix *Index) Flush() error {
-	if err := ix.acquire(); err != nil {
-		return err
-	}
-	defer ix.release()
-	if err := ix.db.Flush(); err != nil {
-		return fmt.Errorf("index %s: flush: %w", ix.dir, err)
-	}
-	return nil
-}
+func (ix *Index) Flush() error { return ix.db.FlushMemtable() }
 
 // Compact compacts the whole index into as few levels as possible
 // (tests, benchmarks and `verify` use it to measure the settled size).
-func (ix *Index) Compact() error {
-	if err := ix.acquire(); err != nil {
-		return err
-	}
-	defer ix.release()
-	if err := ix.db.Compact([]byte{0}, []byte{0xff}, true); err != nil {
-		return fmt.Errorf("index %s: compact: %w", ix.dir, err)
-	}
-	return nil
-}
+func (ix *Index) Compact() error { return ix.db.CompactAll() }
 
 // Checkpoint writes a consistent copy of the index as of now into dir
-// (which must not exist): Pebble's checkpoint, its tables hard-linked where
-// the file system allows. The copy opens like any index directory; the
-// tiering uploader sends it to a bucket while the live index may compact.
-func (ix *Index) Checkpoint(dir string) error {
-	if err := ix.acquire(); err != nil {
-		return err
-	}
-	defer ix.release()
-	if err := ix.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
-		return fmt.Errorf("index %s: checkpoint to %s: %w", ix.dir, dir, err)
-	}
-	return nil
-}
+// (which must not exist); see kv.DB.CheckpointTo.
+func (ix *Index) Checkpoint(dir string) error { return ix.db.CheckpointTo(dir) }
 
 // Close flushes (the index has no WAL) and closes the index. Close waits for
 // running operations; it must not be called from a Search callback.
-func (ix *Index) Close() error {
-	ix.closeMu.Lock()
-	defer ix.closeMu.Unlock()
-	if ix.closed {
-		return ErrClosed
-	}
-	ix.closed = true
-	var ferr error
-	if !ix.readOnly {
-		ferr = ix.db.Flush()
-	}
-	cerr := ix.db.Close()
-	if err := errors.Join(ferr, cerr); err != nil {
-		return fmt.Errorf("index %s: close: %w", ix.dir, err)
-	}
-	return nil
-}
+func (ix *Index) Close() error { return ix.db.Close(nil) }
 
 // TraceSpans returns every entry of the trace, sorted by start, then chunk
 // number, then span id. An entry added again for the same (span id, chunk
@@ -467,7 +366,7 @@ func (ix *Index) traceRecords(traceID [16]byte) ([]traceRec, error) {
 	// (MBs per table), and loading one that left the block cache was most
 	// of a get's index time at 10M spans. A store without the trace (the
 	// trace filter's false positives, ~1%) costs a last-level data block.
-	r, err := kv.NewPresentKeyReader(ix.db)
+	r, err := kv.NewPresentKeyReader(ix.db.DB)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: trace %x: %w", ix.dir, traceID, err)
 	}
@@ -538,7 +437,7 @@ func (ix *Index) AttrKeys(limit int) ([]uint64, error) {
 	}
 	defer ix.release()
 	v := ix.view()
-	r, err := kv.NewPointReader(ix.db)
+	r, err := kv.NewPointReader(ix.db.DB)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: attribute keys: %w", ix.dir, err)
 	}
@@ -600,7 +499,7 @@ func (ix *Index) AttrValues(keyID uint64, limit int) ([]uint64, error) {
 	}
 	defer ix.release()
 	v := ix.view()
-	r, err := kv.NewPointReader(ix.db)
+	r, err := kv.NewPointReader(ix.db.DB)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: attribute values of %d: %w", ix.dir, keyID, err)
 	}

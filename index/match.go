@@ -52,7 +52,7 @@ func (ix *Index) NewMatcher(q Query) (*Matcher, error) {
 		return nil, err
 	}
 	v := ix.view()
-	reader, err := kv.NewPointReader(ix.db)
+	reader, err := kv.NewPointReader(ix.db.DB)
 	if err != nil {
 		ix.release()
 		return nil, fmt.Errorf("index %s: matcher: %w", ix.dir, err)

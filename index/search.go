@@ -97,7 +97,7 @@ func (ix *Index) SearchTraces(ctx context.Context, q Query, fn func(Hit, HitTrac
 	}
 	defer ix.release()
 	s := &searcher{ix: ix, v: ix.view(), q: q, traces: make(map[[16]byte][]traceRec)}
-	reader, err := kv.NewPointReader(ix.db)
+	reader, err := kv.NewPointReader(ix.db.DB)
 	if err != nil {
 		return fmt.Errorf("index %s: search: %w", ix.dir, err)
 	}

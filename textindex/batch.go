@@ -89,7 +89,7 @@ func (ix *Index) writerLookup(s string, count uint64) (uint64, bool, error) {
 		return 0, false, nil // certainly never committed
 	}
 	if ix.writerReader == nil {
-		r, err := kv.NewPointReader(ix.db)
+		r, err := kv.NewPointReader(ix.db.DB)
 		if err != nil {
 			return 0, false, fmt.Errorf("text index %s: intern: %w", ix.dir, err)
 		}
@@ -121,7 +121,7 @@ func (b *Batch) Commit() error {
 	if b.err != nil {
 		return fmt.Errorf("text index %s: commit: %w", ix.dir, b.err)
 	}
-	if ix.readOnly {
+	if ix.db.ReadOnly() {
 		return fmt.Errorf("text index %s: commit: %w", ix.dir, ErrReadOnly)
 	}
 	ix.writeMu.Lock()
@@ -205,7 +205,7 @@ func (b *Batch) Commit() error {
 		watermark = b.watermark
 	}
 	wb.Set(keyState, appendState(nil, newCount, watermark))
-	if err := wb.Commit(ix.db); err != nil {
+	if err := wb.Commit(ix.db.DB); err != nil {
 		return fmt.Errorf("text index %s: commit: %w", ix.dir, err)
 	}
 	if ix.writerReader != nil && len(b.order) > 0 {

@@ -29,7 +29,7 @@ func (ix *Index) Search(ctx context.Context, substr string, limit int) (ids []ui
 	// Strings are visible to r once count covers them; ids above count,
 	// committed while the search opens its iterators, are ignored.
 	count := ix.Count()
-	r, err := kv.NewPointReader(ix.db)
+	r, err := kv.NewPointReader(ix.db.DB)
 	if err != nil {
 		return nil, false, fmt.Errorf("text index %s: search: %w", ix.dir, err)
 	}

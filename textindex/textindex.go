@@ -79,12 +79,8 @@ type Options struct {
 // Index is an open text index. Its methods are safe for concurrent use by
 // one writer (through Batch) and many readers.
 type Index struct {
-	db       *pebble.DB
-	dir      string
-	readOnly bool
-
-	closeMu sync.RWMutex // shared by every operation, exclusive in Close
-	closed  bool
+	db  *kv.DB
+	dir string
 
 	writeMu sync.Mutex // serializes Commit and guards writerReader
 	// writerReader answers Intern's lookups of strings not in the cache; it
@@ -119,46 +115,24 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.CacheEntries <= 0 {
 		opt.CacheEntries = 1 << 16
 	}
-	db, err := kv.Open(dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly})
-	if errors.Is(err, kv.ErrNoDB) {
-		return nil, fmt.Errorf("text index %s: %w", dir, ErrNoIndex)
-	}
+	db, err := kv.OpenDB("text index "+dir, dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly},
+		kv.Errors{Closed: ErrClosed, NoIndex: ErrNoIndex, Corrupt: ErrCorrupt})
 	if err != nil {
-		return nil, fmt.Errorf("text index %s: %w", dir, err)
+		return nil, err
 	}
-	ix := &Index{db: db, dir: dir, readOnly: readOnly, ids: newLRUMap[string, uint64](opt.CacheEntries),
+	ix := &Index{db: db, dir: dir, ids: newLRUMap[string, uint64](opt.CacheEntries),
 		strings: newLRUMap[uint64, string](opt.CacheEntries)}
 	if err := ix.load(); err != nil {
-		_ = db.Close()
+		_ = db.DB.Close()
 		return nil, fmt.Errorf("text index %s: %w", dir, err)
 	}
 	return ix, nil
 }
 
 func (ix *Index) load() error {
-	format, ok, err := ix.get(keyFormat)
+	format, err := ix.db.LoadFormat(keyFormat, []byte{formatVersion})
 	if err != nil {
 		return err
-	}
-	if !ok {
-		iter, err := ix.db.NewIter(nil)
-		if err != nil {
-			return err
-		}
-		nonEmpty := iter.First()
-		if err := iter.Close(); err != nil {
-			return err
-		}
-		if nonEmpty {
-			return fmt.Errorf("%w: no format record in a non-empty index", ErrCorrupt)
-		}
-		if ix.readOnly {
-			return fmt.Errorf("%w: no format record", ErrNoIndex)
-		}
-		format = []byte{formatVersion}
-		if err := ix.db.Set(keyFormat, format, pebble.NoSync); err != nil {
-			return fmt.Errorf("write format record: %w", err)
-		}
 	}
 	if !bytes.Equal(format, []byte{formatVersion}) {
 		return fmt.Errorf("%w: format record %x, want version %d", ErrCorrupt, format, formatVersion)
@@ -172,25 +146,14 @@ func (ix *Index) load() error {
 			return err
 		}
 	}
-	if ix.count == 0 && !ix.readOnly {
+	if ix.count == 0 && !ix.db.ReadOnly() {
 		// Every string the index will hold goes through Commit.
 		ix.committed = newStringFilter()
 	}
 	return nil
 }
 
-func (ix *Index) get(key []byte) ([]byte, bool, error) {
-	v, closer, err := ix.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("get %q: %w", key, err)
-	}
-	out := bytes.Clone(v)
-	closer.Close()
-	return out, true, nil
-}
+func (ix *Index) get(key []byte) ([]byte, bool, error) { return ix.db.Value(key) }
 
 // The state record: uvarint count, varint watermark.
 func appendState(dst []byte, count uint64, watermark int64) []byte {
@@ -212,16 +175,10 @@ func decodeState(v []byte) (count uint64, watermark int64, err error) {
 	return count, watermark, nil
 }
 
-func (ix *Index) acquire() error {
-	ix.closeMu.RLock()
-	if ix.closed {
-		ix.closeMu.RUnlock()
-		return ErrClosed
-	}
-	return nil
-}
+// acquire holds the index open for one operation.
+func (ix *Index) acquire() error { return ix.db.Acquire() }
 
-func (ix *Index) release() { ix.closeMu.RUnlock() }
+func (ix *Index) release() { ix.db.Release() }
 
 // stringKey appends the 's' key of s.
 func stringKey(dst []byte, s string) []byte {
@@ -312,7 +269,7 @@ func (ix *Index) Lookup(s string) (uint64, bool, error) {
 		return 0, false, err
 	}
 	defer ix.release()
-	r, err := kv.NewPointReader(ix.db)
+	r, err := kv.NewPointReader(ix.db.DB)
 	if err != nil {
 		return 0, false, fmt.Errorf("text index %s: lookup: %w", ix.dir, err)
 	}
@@ -368,48 +325,22 @@ func (ix *Index) Watermark() (int64, error) {
 
 // Flush writes the memtable to sstables.
 func (ix *Index) Flush() error {
-	if err := ix.acquire(); err != nil {
-		return err
-	}
-	defer ix.release()
 	ix.dropWriterReader()
-	if err := ix.db.Flush(); err != nil {
-		return fmt.Errorf("text index %s: flush: %w", ix.dir, err)
-	}
-	return nil
+	return ix.db.FlushMemtable()
 }
 
 // Compact compacts the whole index (to measure its settled size).
 func (ix *Index) Compact() error {
-	if err := ix.acquire(); err != nil {
-		return err
-	}
-	defer ix.release()
 	ix.dropWriterReader()
-	if err := ix.db.Compact([]byte{0}, []byte{0xff}, true); err != nil {
-		return fmt.Errorf("text index %s: compact: %w", ix.dir, err)
-	}
-	return nil
+	return ix.db.CompactAll()
 }
 
 // Compaction returns the index's compaction debt and running flushes and
 // compactions (zero once closed).
-func (ix *Index) Compaction() kv.Compaction {
-	if ix.acquire() != nil {
-		return kv.Compaction{}
-	}
-	defer ix.release()
-	return kv.CompactionOf(ix.db)
-}
+func (ix *Index) Compaction() kv.Compaction { return ix.db.Compaction() }
 
 // DiskBytes returns the bytes the index occupies on disk.
-func (ix *Index) DiskBytes() uint64 {
-	if ix.acquire() != nil {
-		return 0
-	}
-	defer ix.release()
-	return ix.db.Metrics().DiskSpaceUsage()
-}
+func (ix *Index) DiskBytes() uint64 { return ix.db.DiskBytes() }
 
 func (ix *Index) dropWriterReader() {
 	ix.writeMu.Lock()
@@ -421,45 +352,12 @@ func (ix *Index) dropWriterReader() {
 }
 
 // Checkpoint writes a consistent copy of the index as of now into dir
-// (which must not exist): Pebble's checkpoint, its tables hard-linked where
-// the file system allows. The copy opens like any index directory; the
-// tiering uploader sends it to a bucket while the live index may compact.
-func (ix *Index) Checkpoint(dir string) error {
-	if err := ix.acquire(); err != nil {
-		return err
-	}
-	defer ix.release()
-	if err := ix.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
-		return fmt.Errorf("text index %s: checkpoint to %s: %w", ix.dir, dir, err)
-	}
-	return nil
-}
+// (which must not exist); see kv.DB.CheckpointTo.
+func (ix *Index) Checkpoint(dir string) error { return ix.db.CheckpointTo(dir) }
 
 // Close flushes (the index has no WAL) and closes the index. It waits for
-// running operations.
-func (ix *Index) Close() error {
-	ix.closeMu.Lock()
-	defer ix.closeMu.Unlock()
-	if ix.closed {
-		return ErrClosed
-	}
-	ix.closed = true
-	ix.writeMu.Lock()
-	if ix.writerReader != nil {
-		ix.writerReader.Close()
-		ix.writerReader = nil
-	}
-	ix.writeMu.Unlock()
-	var ferr error
-	if !ix.readOnly {
-		ferr = ix.db.Flush()
-	}
-	cerr := ix.db.Close()
-	if err := errors.Join(ferr, cerr); err != nil {
-		return fmt.Errorf("text index %s: close: %w", ix.dir, err)
-	}
-	return nil
-}
+// running operations, and closes the writer's lookup iterator first.
+func (ix *Index) Close() error { return ix.db.Close(ix.dropWriterReader) }
 
 // newMerger returns the text index's merge operator: 'g' and 'l' posting
 // lists are unioned and re-encoded; it never fails, falling back to

@@ -1,6 +1,8 @@
 // Package kv owns how ztsd runs Pebble for a store's two indexes (meta/ and
 // text/): how they are opened (Open, the one place for both) and with which
-// options, the block cache (one per database, or one shared by many:
+// options, the lifecycle both share (DB: operations hold it open, Close
+// flushes, the format record, flush/compact/checkpoint and compaction
+// state), the block cache (one per database, or one shared by many:
 // NewSharedCache), the key comparer, a quiet logger, point lookups that use
 // every level's bloom filter (or all but the last level's, for keys that
 // are usually present), and batches applied in key order.
