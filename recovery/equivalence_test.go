@@ -20,22 +20,34 @@ import (
 // search hits of every attribute pair and of every text, a few range
 // searches, and every string, its id and substring searches of the text
 // index.
+//
+// It rebuilds twice: in one index group, and in groups of 250 spans, so
+// that the next group is interned while the one before it commits.
 func TestRebuildEqualsWritePath(t *testing.T) {
 	orig := buildFixture(t, 19, 3000, 37)
+	want := readAnswers(t, orig.store)
+	for _, groupSpans := range []int{0, 250} {
+		t.Run(fmt.Sprintf("group=%d", groupSpans), func(t *testing.T) {
+			rebuildEqualsWritePath(t, orig, want, groupSpans)
+		})
+	}
+}
+
+func rebuildEqualsWritePath(t *testing.T, orig *fixture, want map[string]string, groupSpans int) {
 	rebuilt := orig.clone(t)
 	for _, d := range []string{MetaDir, TextDir} {
 		if err := os.RemoveAll(filepath.Join(rebuilt.store, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rep, err := RecoverStore(context.Background(), rebuilt.store, Options{})
+	rep, err := RecoverStore(context.Background(), rebuilt.store, Options{groupSpans: groupSpans})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.Stores[0].IndexesRebuilt || rep.Stores[0].Spans != 3000 {
 		t.Fatalf("recover: %+v", rep.Stores[0])
 	}
-	want, got := readAnswers(t, orig.store), readAnswers(t, rebuilt.store)
+	got := readAnswers(t, rebuilt.store)
 	if len(want) != len(got) {
 		t.Errorf("%d answers from the write path's indexes, %d from the rebuilt ones", len(want), len(got))
 	}

@@ -42,6 +42,10 @@ type Options struct {
 	Hook func(step string) error
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+
+	// groupSpans is how many spans an index group holds at most; 0 means
+	// batchSpans (tests lower it to rebuild in many groups).
+	groupSpans int
 }
 
 func (o *Options) fill() {
@@ -415,14 +419,14 @@ func (r *storeRecovery) scanAndIndex(ctx context.Context, progressBase, progress
 	if r.opt.Progress != nil {
 		progress = func(n int64) { r.opt.Progress(progressBase+n, progressTotal) }
 	}
-	ch := make(chan goodChunk, 64)
+	ch := make(chan goodChunk, 16)
 	resc := make(chan scanResult, 1)
 	go func() {
 		resc <- scanChunks(ctx, f, r.size, scanConfig{opt: r.chosen, limits: r.opt.Limits, progress: progress}, ch)
 	}()
 	var b *builder
 	if !r.opt.DryRun {
-		if b, err = newBuilder(r.dir); err != nil {
+		if b, err = newBuilder(r.dir, r.opt.groupSpans); err != nil {
 			cancel()
 			for range ch {
 			}
@@ -658,10 +662,17 @@ func (r *storeRecovery) writeProps() error {
 }
 
 // builder builds both indexes of a store into the .rebuild directories.
-// It indexes chunks in batches (storedir.IndexChunks: one commit per index
-// per batch), cutting a batch at a gap between good chunks. The indexes
-// are opened for a bulk load (no automatic compactions, large memtables)
-// and compacted once at the end (finish).
+// It indexes chunks in groups (storedir.PrepareChunks and Commit: one
+// commit per index per group), cutting a group at a gap between good
+// chunks. Two stages overlap: while a committer goroutine commits one group
+// to both indexes, the caller's goroutine interns the next one into a text
+// batch that follows the uncommitted one (textindex NewBatchAfter), so the
+// ids are those of committing group after group. The indexes are opened
+// for a bulk load (no automatic compactions, large memtables) and
+// compacted once at the end (finish).
+//
+// Memory: the group being filled (its decoded spans), one interned group
+// waiting to commit and the one committing, whatever the store's size.
 type builder struct {
 	metaDir, textDir string
 	meta             *index.Index
@@ -669,14 +680,29 @@ type builder struct {
 	spans, traces    int64
 	pending          []storedir.ChunkSpans
 	pendingSpans     int
+	groupSpans       int
+
+	// next is the text batch the next group interns into.
+	next *textindex.Batch
+	// work hands interned groups to the committer (unbuffered: a group is
+	// handed over once the one before it is committed); stopped is closed
+	// when a commit failed, and done receives the committer's first error
+	// once work is closed.
+	work    chan *storedir.PreparedChunks
+	stopped chan struct{}
+	done    chan error
+	closed  bool
 }
 
-// batchSpans is how many spans one IndexChunks call takes at most.
+// batchSpans is how many spans one group holds at most.
 const batchSpans = 32 << 10
 
-func newBuilder(storeDir string) (*builder, error) {
+func newBuilder(storeDir string, groupSpans int) (*builder, error) {
+	if groupSpans <= 0 {
+		groupSpans = batchSpans
+	}
 	b := &builder{metaDir: filepath.Join(storeDir, MetaDir+indexswap.RebuildSuffix),
-		textDir: filepath.Join(storeDir, TextDir+indexswap.RebuildSuffix)}
+		textDir: filepath.Join(storeDir, TextDir+indexswap.RebuildSuffix), groupSpans: groupSpans}
 	for _, d := range []string{b.metaDir, b.textDir} {
 		if err := os.RemoveAll(d); err != nil {
 			return nil, fmt.Errorf("remove stale %s: %w", d, err)
@@ -690,7 +716,25 @@ func newBuilder(storeDir string) (*builder, error) {
 		b.meta.Close()
 		return nil, fmt.Errorf("create %s: %w", b.textDir, err)
 	}
+	b.next = b.text.NewBatch()
+	b.work, b.stopped, b.done = make(chan *storedir.PreparedChunks), make(chan struct{}), make(chan error, 1)
+	go b.commitGroups()
 	return b, nil
+}
+
+// commitGroups is the committer: it commits the groups handed over, in
+// order, until work is closed; after a failure it drops the rest.
+func (b *builder) commitGroups() {
+	var err error
+	for p := range b.work {
+		if err != nil {
+			continue
+		}
+		if err = p.Commit(b.meta); err != nil {
+			close(b.stopped)
+		}
+	}
+	b.done <- err
 }
 
 func (b *builder) add(c goodChunk) error {
@@ -701,29 +745,53 @@ func (b *builder) add(c goodChunk) error {
 	}
 	b.pending = append(b.pending, storedir.ChunkSpans{Off: c.off, Next: c.next, Spans: c.spans})
 	b.pendingSpans += len(c.spans)
-	if b.pendingSpans >= batchSpans {
+	if b.pendingSpans >= b.groupSpans {
 		return b.flush()
 	}
 	return nil
 }
 
+// flush interns the pending group and hands it to the committer.
 func (b *builder) flush() error {
 	if len(b.pending) == 0 {
 		return nil
 	}
-	err := storedir.IndexChunks(b.meta, b.text, b.pending, true, true)
+	p, err := storedir.PrepareChunks(b.next, b.pending, true, true)
 	if err != nil {
 		err = fmt.Errorf("index chunks [%d, %d): %w", b.pending[0].Off, b.pending[len(b.pending)-1].Next, err)
 	}
 	clear(b.pending)
 	b.pending, b.pendingSpans = b.pending[:0], 0
-	return err
+	if err != nil {
+		return err
+	}
+	// The next group's batch follows this one, before this one commits.
+	b.next = b.text.NewBatchAfter(p.TextBatch())
+	select {
+	case b.work <- p:
+		return nil
+	case <-b.stopped:
+		return b.wait()
+	}
+}
+
+// wait stops the committer and returns its first error.
+func (b *builder) wait() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	close(b.work)
+	return <-b.done
 }
 
 // finish records end as both watermarks (the indexes are complete up to
 // the end of the good data) and reads the counters.
 func (b *builder) finish(end int64) error {
 	if err := b.flush(); err != nil {
+		return err
+	}
+	if err := b.wait(); err != nil {
 		return err
 	}
 	mb := b.meta.NewBatch()
@@ -750,8 +818,11 @@ func (b *builder) finish(end int64) error {
 	return nil
 }
 
+// close stops the committer (after a failure, the groups not committed are
+// dropped) and closes both indexes.
 func (b *builder) close() error {
-	return errors.Join(b.meta.Close(), b.text.Close())
+	werr := b.wait()
+	return errors.Join(werr, b.meta.Close(), b.text.Close())
 }
 
 func sameProps(a, b config.StoreProps) bool {

@@ -487,3 +487,97 @@ func TestSearchAcrossBlocks(t *testing.T) {
 	}
 	check("after compaction")
 }
+
+// TestBatchAfterUncommitted interns groups of strings into batches that
+// each follow the one before it while that one commits in another
+// goroutine (NewBatchAfter), and checks that every id equals the id of
+// interning and committing group after group; a batch committed before
+// the one it follows conflicts, and so does the successor of a batch
+// whose commit failed.
+func TestBatchAfterUncommitted(t *testing.T) {
+	strs := corpus(11, 3000)
+	groups := [][]string{strs[:700], strs[500:1500], strs[1400:2200], strs[100:3000]}
+
+	serial := openTest(t, t.TempDir())
+	defer serial.Close()
+	var want [][]uint64
+	for _, g := range groups {
+		b := serial.NewBatch()
+		ids := make([]uint64, len(g))
+		for i, s := range g {
+			ids[i] = b.Intern(s)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ids)
+	}
+
+	ix, err := Open(t.TempDir(), Options{CacheBytes: 8 << 20, CacheEntries: 64}) // a small cache: lookups reach Pebble
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	next := ix.NewBatch()
+	commits := make(chan *Batch)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for b := range commits {
+			if err == nil {
+				err = b.Commit()
+			}
+		}
+		done <- err
+	}()
+	for gi, g := range groups {
+		b := next
+		for i, s := range g {
+			if id := b.Intern(s); id != want[gi][i] {
+				t.Fatalf("group %d: %q: id %d, want %d (interned and committed group after group)", gi, s, id, want[gi][i])
+			}
+		}
+		next = ix.NewBatchAfter(b)
+		commits <- b
+	}
+	close(commits)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ix.Count() != serial.Count() {
+		t.Fatalf("count %d, want %d", ix.Count(), serial.Count())
+	}
+	for _, s := range strs {
+		got, ok, err := ix.Lookup(s)
+		w, _, _ := serial.Lookup(s)
+		if err != nil || !ok || got != w {
+			t.Fatalf("lookup %q: %d %v %v, want %d", s, got, ok, err, w)
+		}
+	}
+
+	// Out of order: the follower commits first and conflicts.
+	a := ix.NewBatch()
+	a.Intern("only in a")
+	b := ix.NewBatchAfter(a)
+	b.Intern("only in b")
+	if err := b.Commit(); !errors.Is(err, ErrBatchConflict) {
+		t.Fatalf("follower committed first: %v, want ErrBatchConflict", err)
+	}
+	if err := a.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// A failed batch's follower fails too.
+	bad := ix.NewBatch()
+	bad.Intern(strings.Repeat("x", MaxStringBytes+1))
+	after := ix.NewBatchAfter(bad)
+	after.Intern("after a failed batch")
+	if err := bad.Commit(); err == nil {
+		t.Fatal("a batch with a string over MaxStringBytes committed")
+	}
+	if err := after.Commit(); err == nil {
+		t.Fatal("the follower of a failed batch committed")
+	}
+	if _, ok, _ := ix.Lookup("after a failed batch"); ok {
+		t.Fatal("the follower of a failed batch left its string")
+	}
+}

@@ -225,10 +225,12 @@ func findZtsd() (string, error) {
 }
 
 // recoverDataDir is the recovery phase: what `ztsctl recover --data-dir`
-// runs, in process.
+// runs, in process, with its garbage collector setting (offlineGC; the
+// earlier setting is restored afterwards).
 func recoverDataDir(ctx context.Context, dir string) (int64, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Hour)
 	defer cancel()
+	defer offlineGC()()
 	rep, err := recovery.RecoverDataDir(ctx, dir, recovery.Options{})
 	if err != nil {
 		return 0, 0, err

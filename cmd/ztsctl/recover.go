@@ -99,11 +99,14 @@ func (a *app) progress(what string) (func(done, total int64), func()) {
 // offlineGC makes the garbage collector of an offline scan or rebuild run
 // less often (GOGC=400) unless GOGC is set: the heap stays small (chunks
 // are indexed in bounded batches) and collection costs about a quarter of
-// the rebuild time at the default.
-func offlineGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
+// the rebuild time at the default. It returns what restores the earlier
+// setting (ztsctl bench's recovery phase runs in a process that goes on).
+func offlineGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
 	}
+	old := debug.SetGCPercent(400)
+	return func() { debug.SetGCPercent(old) }
 }
 
 // printReportJSON prints v as one indented JSON object.
