@@ -573,7 +573,11 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 		}
 	}
 	if indexed > 0 {
-		s.log.Info("re-indexed data file tail", "from", from, "bytes", size-from, "chunks", indexed,
+		end := size
+		if zoff, zlen := sc.ZeroTail(); zlen > 0 {
+			end = zoff // the zeros after the data are not data
+		}
+		s.log.Info("re-indexed data file tail", "from", from, "bytes", end-from, "chunks", indexed,
 			"checkpoints", checkpoints, "took", time.Since(start))
 	}
 	return nil
