@@ -195,6 +195,53 @@ func TestBulkLoadDefersCompaction(t *testing.T) {
 	}
 }
 
+// TestL0CompactionThreshold: a normal index leaves fewer than
+// l0CompactionThreshold/2 flushed tables that overlap each other in L0
+// uncompacted, and compacts them once the next flush reaches half the
+// threshold.
+func TestL0CompactionThreshold(t *testing.T) {
+	db, err := Open(t.TempDir(), OpenOptions{Merger: NewMerger("test.concat", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	val := bytes.Repeat([]byte("v"), 100)
+	flush := func(f int) {
+		var b Batch
+		for i := 0; i < 200; i++ {
+			b.Set([]byte{byte(i), byte(f)}, val) // every table spans the key space
+		}
+		if err := b.Commit(db); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const waiting = l0CompactionThreshold/2 - 1
+	for f := 0; f < waiting; f++ {
+		flush(f)
+	}
+	time.Sleep(100 * time.Millisecond) // a compaction would be scheduled by now
+	m := db.Metrics()
+	if m.Compact.Count != 0 || m.Levels[0].NumFiles != waiting {
+		t.Fatalf("after %d flushes: %d compactions, %d tables in L0; want none and %d", waiting, m.Compact.Count, m.Levels[0].NumFiles, waiting)
+	}
+	flush(waiting)
+	deadline := time.Now().Add(10 * time.Second)
+	for db.Metrics().Levels[0].NumFiles > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if m := db.Metrics(); m.Levels[0].NumFiles != 0 || m.Compact.Count == 0 {
+		t.Fatalf("after %d flushes: %d compactions, %d tables still in L0", waiting+1, m.Compact.Count, m.Levels[0].NumFiles)
+	}
+	v, closer, err := db.Get([]byte{199, 3})
+	if err != nil || len(v) != 100 {
+		t.Fatalf("get after compaction: %d bytes, %v", len(v), err)
+	}
+	closer.Close()
+}
+
 // TestBatchOrderManyOps checks that Commit keeps the order of writes to one
 // key among many writes whose keys share their first 8 bytes (the sort
 // compares those first) or are shorter than 8 bytes: large enough a batch
