@@ -448,6 +448,24 @@ func (f zstdFrameLoc) decode(src, out []byte, k int) error {
 	return nil
 }
 
+// decodeInto decodes frame k (f), whose stored bytes are src, into dst
+// (len(dst) = the frame's content size), writing nothing past cap(dst),
+// and verifies its checksum. With at least zstdSlack bytes of capacity
+// past len(dst) the decoder may use them as scratch.
+func (f zstdFrameLoc) decodeInto(src, dst []byte, k int) error {
+	got, err := zstdDecoder().DecodeAll(src, dst[:0])
+	if err != nil {
+		return fmt.Errorf("zstd: frame %d at stored byte %d (payload bytes %d to %d): %w", k, f.storedAt, f.at, f.end, err)
+	}
+	if len(got) != len(dst) {
+		return fmt.Errorf("zstd frame %d at stored byte %d yields %d bytes, its header says %d", k, f.storedAt, len(got), len(dst))
+	}
+	if len(got) > 0 && &got[0] != &dst[0] {
+		copy(dst, got) // not reached with the cap limit; kept so dst always holds the frame
+	}
+	return nil
+}
+
 // zstdFrameEnd returns the offset just past the frame (with its 4-byte
 // checksum) whose blocks start at off in src (RFC 8878 3.1.1.2).
 func zstdFrameEnd(src []byte, off int) (int, error) {

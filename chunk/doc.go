@@ -16,8 +16,11 @@
 //     EncodeFrames compresses a zstd chunk's payload as several
 //     independent frames cut where the caller says, and File.ReadFrames
 //     (Frames) reads such a chunk, checks its CRC-32 and frame layout, and
-//     decompresses only the frames a reader asks for (Fill): a reader of
-//     one span of a large chunk decompresses a part of it.
+//     decompresses only the frames a reader asks for (Fill), each into a
+//     buffer of its own: a reader of one span of a large chunk decompresses
+//     and allocates a part of it. A Frames keeps no stored bytes; the
+//     frames it decodes later are read from the file again (a chunk never
+//     changes once appended) and checked by their own content checksum.
 //   - Scanner: a sequential reader over any io.ReaderAt, used by recovery and
 //     verify. It reports every bad region (bad magic, sizes out of bounds,
 //     checksum or decompression failure, truncated tail, invalid payload) and

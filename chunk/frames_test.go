@@ -57,30 +57,41 @@ func TestEncodeFrames(t *testing.T) {
 	if err != nil || next != int64(len(data)) {
 		t.Fatalf("ReadFramesAt: %v, next %d", err, next)
 	}
-	if fr.Frames() != 4 || len(fr.Payload()) != len(payload) {
-		t.Fatalf("%d frames, %d payload bytes", fr.Frames(), len(fr.Payload()))
+	if fr.Frames() != 4 || fr.Size() != len(payload) {
+		t.Fatalf("%d frames, %d payload bytes", fr.Frames(), fr.Size())
 	}
-	p := fr.Payload()
-	zero := func(lo, hi int) bool { return bytes.Count(p[lo:hi], []byte{0}) == hi-lo }
+	decoded := func() (d []bool) {
+		for k := range 4 {
+			d = append(d, fr.Decoded(k))
+		}
+		return d
+	}
 	// Only the first frame is decoded by ReadFramesAt.
-	if !bytes.Equal(p[:20_000], payload[:20_000]) || !zero(20_000, len(p)) {
-		t.Fatal("after ReadFramesAt: want exactly the first frame decoded")
+	if d := decoded(); !d[0] || d[1] || d[2] || d[3] {
+		t.Fatalf("after ReadFramesAt: frames decoded %v, want only the first", d)
 	}
-	// A range inside the third frame decodes it alone.
-	if end, err := fr.Fill(60_000, 60_001); err != nil || end != 90_000 {
-		t.Fatalf("Fill(60000, 60001) = %d, %v; want 90000", end, err)
+	// A range inside a frame is that frame's own buffer.
+	fill := func(lo, hi, wantBase, wantEnd int) {
+		t.Helper()
+		b, base, err := fr.Fill(lo, hi)
+		if err != nil || base != wantBase || base+len(b) != wantEnd || !bytes.Equal(b, payload[base:base+len(b)]) {
+			t.Fatalf("Fill(%d, %d) = bytes %d to %d, %v; want the payload's bytes %d to %d", lo, hi, base, base+len(b), err, wantBase, wantEnd)
+		}
 	}
-	if !bytes.Equal(p[50_000:90_000], payload[50_000:90_000]) || !zero(20_000, 50_000) || !zero(90_000, len(p)) {
-		t.Fatal("after Fill of the third frame: want frames 1 and 3 decoded, 2 and 4 not")
+	fill(0, 20_000, 0, 20_000)
+	fill(60_000, 60_001, 50_000, 90_000)
+	fill(90_000, 90_000, 90_000, len(payload)) // an empty range is the byte at lo
+	if d := decoded(); !d[0] || d[1] || !d[2] || !d[3] {
+		t.Fatalf("after Fill of the third and fourth frames: frames decoded %v", d)
 	}
-	// A range across frames decodes each of them.
-	if end, err := fr.Fill(45_000, 95_000); err != nil || end != len(payload) {
-		t.Fatalf("Fill(45000, 95000) = %d, %v; want %d", end, err, len(payload))
+	// A range across frames is the whole payload, every frame decoded,
+	// and so is every range after it.
+	fill(45_000, 95_000, 0, len(payload))
+	fill(60_000, 60_001, 0, len(payload))
+	if d := decoded(); !d[0] || !d[1] || !d[2] || !d[3] {
+		t.Fatalf("after Fill across frames: frames decoded %v", d)
 	}
-	if !bytes.Equal(p, payload) {
-		t.Fatal("after filling every frame the payload differs")
-	}
-	if _, err := fr.Fill(10, len(p)+1); err == nil {
+	if _, _, err := fr.Fill(10, len(payload)+1); err == nil {
 		t.Fatal("Fill past the payload: no error")
 	}
 }
@@ -98,11 +109,11 @@ func TestReadFramesWhole(t *testing.T) {
 			if err != nil || next != im.end(i) {
 				t.Fatalf("%v chunk %d: %v, next %d", opt, i, err, next)
 			}
-			if fr.Frames() != 1 || !bytes.Equal(fr.Payload(), im.payloads[i]) {
-				t.Fatalf("%v chunk %d: %d frames, payload equal %v", opt, i, fr.Frames(), bytes.Equal(fr.Payload(), im.payloads[i]))
+			if fr.Frames() != 1 || fr.Size() != len(im.payloads[i]) || !fr.Decoded(0) {
+				t.Fatalf("%v chunk %d: %d frames, %d bytes", opt, i, fr.Frames(), fr.Size())
 			}
-			if end, err := fr.Fill(5, 6); err != nil || end != len(im.payloads[i]) {
-				t.Fatalf("%v chunk %d: Fill = %d, %v", opt, i, end, err)
+			if b, base, err := fr.Fill(5, 6); err != nil || base != 0 || !bytes.Equal(b, im.payloads[i]) {
+				t.Fatalf("%v chunk %d: Fill = bytes %d to %d, %v", opt, i, base, base+len(b), err)
 			}
 		}
 		if opt.Compression == Zstd {
@@ -142,11 +153,11 @@ func TestFramesDamagedFrame(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ReadFramesAt with a damaged third frame: %v", err)
 	}
-	if _, err := fr.Fill(35_000, 59_000); err != nil || !bytes.Equal(fr.Payload()[30_000:60_000], payload[30_000:60_000]) {
+	if b, base, err := fr.Fill(35_000, 59_000); err != nil || base != 30_000 || !bytes.Equal(b, payload[30_000:60_000]) {
 		t.Fatalf("Fill of the intact second frame: %v", err)
 	}
 	for range 2 { // and again: a damaged frame stays damaged
-		_, err = fr.Fill(61_000, 62_000)
+		_, _, err = fr.Fill(61_000, 62_000)
 		var ce *CorruptionError
 		if !errors.As(err, &ce) || ce.Offset != HeaderSize || ce.Reason != Decompress || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Fill of the damaged frame: %v; want decompression failed at %d naming %q", err, HeaderSize, want)
@@ -159,5 +170,89 @@ func TestFramesDamagedFrame(t *testing.T) {
 	_, _, err = ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
 	if ce := asCorruption(t, err); ce.Reason != Checksum {
 		t.Fatalf("ReadFramesAt with the CRC-32 of the undamaged bytes: %v; want a checksum mismatch", err)
+	}
+}
+
+// TestFramesReread: a Frames keeps no stored bytes; the frames Fill
+// decodes after ReadFramesAt are read from the file again, so bytes that
+// changed since (the CRC-32 was checked at ReadFramesAt) are a Decompress
+// corruption naming the frame, while the other frames still read; a read
+// that fails is returned as is.
+func TestFramesReread(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	payload := cborTrace(rng, 120_000)
+	data, frameAt := framedImage(t, payload, []int{30_000, 60_000, 90_000})
+	opt := Options{Zstd, true}
+	r := &flakyReader{data: data}
+	fr, _, err := ReadFramesAt(r, int64(len(data)), opt, HeaderSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := data[HeaderSize+ChunkHeaderSize:]
+	stored[(frameAt[2]+frameAt[3])/2] ^= 0x5a
+	want := "frame 2 at stored byte " + strconv.Itoa(frameAt[2])
+	_, _, err = fr.Fill(61_000, 62_000)
+	if ce := asCorruption(t, err); ce.Offset != HeaderSize || ce.Reason != Decompress || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Fill of the frame changed since: %v; want decompression failed naming %q", err, want)
+	}
+	if b, base, err := fr.Fill(35_000, 59_000); err != nil || base != 30_000 || !bytes.Equal(b, payload[30_000:60_000]) {
+		t.Fatalf("Fill of an intact frame: bytes %d to %d, %v", base, base+len(b), err)
+	}
+	r.fail = errors.New("injected read error")
+	if _, _, err := fr.Fill(95_000, 96_000); !errors.Is(err, r.fail) {
+		t.Fatalf("Fill with the read failing: %v, want the read's error", err)
+	}
+	r.fail = nil
+	if b, base, err := fr.Fill(95_000, 96_000); err != nil || !bytes.Equal(b, payload[base:base+len(b)]) {
+		t.Fatalf("Fill once the read works again: %v", err)
+	}
+}
+
+// flakyReader is a ReaderAt over data that fails with fail when set.
+type flakyReader struct {
+	data []byte
+	fail error
+}
+
+func (r *flakyReader) ReadAt(b []byte, off int64) (int, error) {
+	if r.fail != nil {
+		return 0, r.fail
+	}
+	return bytes.NewReader(r.data).ReadAt(b, off)
+}
+
+// TestFramesFileClosed: a Fill that needs a frame of a closed File's chunk
+// fails with ErrClosed; the frames already decoded still read.
+func TestFramesFileClosed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 15))
+	payload := cborTrace(rng, 120_000)
+	opt := Options{Zstd, true}
+	f, err := Create(t.TempDir()+"/traces.zts", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := EncodeFrames(payload, []int{30_000, 60_000, 90_000}, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := f.AppendEncoded(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, _, err := f.ReadFrames(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, base, err := fr.Fill(40_000, 41_000); err != nil || !bytes.Equal(b, payload[base:base+len(b)]) {
+		t.Fatalf("Fill: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fr.Fill(70_000, 71_000); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Fill of a frame not decoded after Close: %v, want ErrClosed", err)
+	}
+	if b, base, err := fr.Fill(40_000, 41_000); err != nil || !bytes.Equal(b, payload[base:base+len(b)]) {
+		t.Fatalf("Fill of a decoded frame after Close: %v", err)
 	}
 }

@@ -108,10 +108,15 @@ func FuzzReadChunk(f *testing.F) {
 		p, next, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), opt, off)
 		// ReadFramesAt and filling every frame agree with ReadChunkAt.
 		fr, fnext, ferr := ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, off)
+		var whole []byte
 		if ferr == nil {
-			_, ferr = fr.Fill(0, len(fr.Payload()))
+			var base int
+			whole, base, ferr = fr.Fill(0, fr.Size())
+			if ferr == nil && (base != 0 || len(whole) != fr.Size()) {
+				t.Fatalf("chunk at %d: Fill of the whole payload gave bytes %d to %d of %d", off, base, base+len(whole), fr.Size())
+			}
 		}
-		if (ferr == nil) != (err == nil) || (err == nil && (fnext != next || !bytes.Equal(fr.Payload(), p))) {
+		if (ferr == nil) != (err == nil) || (err == nil && (fnext != next || !bytes.Equal(whole, p))) {
 			t.Fatalf("chunk at %d: ReadChunkAt %v, ReadFramesAt and Fill %v", off, err, ferr)
 		}
 		if err != nil {
@@ -172,10 +177,11 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 			t.Fatalf("round trip: %v, equal %v, next %d", err, bytes.Equal(got, payload), next)
 		}
 		fr, _, err := ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
+		var whole []byte
 		if err == nil {
-			_, err = fr.Fill(0, len(payload))
+			whole, _, err = fr.Fill(0, len(payload))
 		}
-		if err != nil || !bytes.Equal(fr.Payload(), payload) {
+		if err != nil || !bytes.Equal(whole, payload) {
 			t.Fatalf("round trip through ReadFramesAt: %v", err)
 		}
 	})

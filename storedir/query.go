@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/index"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -210,24 +209,27 @@ func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkVi
 // is read); a remote store's chunk is decoded whole. Damage is noted in
 // the damage log.
 func (db *DB) readView(s *Store, off int64) (*trace.ChunkView, error) {
-	var payload []byte
-	var fill trace.Filler
+	readErr := func(err error) error {
+		if isChunkDamage(err) {
+			return db.damage.note(s.key(), s.name(), off, err)
+		}
+		return fmt.Errorf("store %s: %w", s.name(), err)
+	}
+	var view *trace.ChunkView
 	var err error
 	if s.remote != nil {
-		payload, _, err = s.readChunk(off)
+		payload, _, rerr := s.readChunk(off)
+		if rerr != nil {
+			return nil, readErr(rerr)
+		}
+		view, err = trace.NewChunkView(payload, db.opt.Limits)
 	} else {
-		var fr *chunk.Frames
-		if fr, _, err = s.data.ReadFrames(off); err == nil {
-			payload, fill = fr.Payload(), fr
+		fr, _, rerr := s.data.ReadFrames(off)
+		if rerr != nil {
+			return nil, readErr(rerr)
 		}
+		view, err = trace.NewPartialChunkView(fr, db.opt.Limits)
 	}
-	if err != nil {
-		if isChunkDamage(err) {
-			return nil, db.damage.note(s.key(), s.name(), off, err)
-		}
-		return nil, fmt.Errorf("store %s: %w", s.name(), err)
-	}
-	view, err := trace.NewPartialChunkView(payload, fill, db.opt.Limits)
 	if err != nil {
 		if !isChunkDamage(err) { // else a frame of the chunk that does not decode
 			err = fmt.Errorf("payload: %w", err)

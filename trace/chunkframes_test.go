@@ -1,10 +1,10 @@
 package trace_test
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ztsd/ztsd/chunk"
@@ -123,7 +123,7 @@ func TestPartialChunkViewFrames(t *testing.T) {
 		if fr.Frames() != len(cuts)+1 {
 			t.Fatalf("%d frames for %d cuts", fr.Frames(), len(cuts))
 		}
-		v, err := trace.NewPartialChunkView(fr.Payload(), fr, trace.Limits{})
+		v, err := trace.NewPartialChunkView(fr, trace.Limits{})
 		if err != nil {
 			t.Fatalf("NewPartialChunkView: %v", err)
 		}
@@ -151,12 +151,8 @@ func TestPartialChunkViewFrames(t *testing.T) {
 	if d := trace.Diff(full[i], got); d != "" {
 		t.Fatalf("Span(%d): %s", i, d)
 	}
-	p := fr.Payload()
 	for k := 0; k+1 < len(bounds); k++ {
-		piece, want := p[bounds[k]:bounds[k+1]], payload[bounds[k]:bounds[k+1]]
-		decoded := string(piece) == string(want)
-		zero := strings.Count(string(piece), "\x00") == len(piece)
-		if should := k == 0 || k == 2; decoded != should || (!should && !zero) {
+		if decoded, should := fr.Decoded(k), k == 0 || k == 2; decoded != should {
 			t.Fatalf("frame %d [%d, %d): decoded %v, want %v", k, bounds[k], bounds[k+1], decoded, should)
 		}
 	}
@@ -176,12 +172,13 @@ func TestPartialChunkViewFrames(t *testing.T) {
 	}
 }
 
-// fakeFiller is a Filler over a copy of a payload cut at arbitrary
-// offsets: Fill copies the pieces a range touches into the buffer.
+// fakeFiller is a Filler over a payload cut at arbitrary offsets, as
+// chunk.Frames is over frames: Fill returns a copy of the one piece
+// holding the range, else a copy of the whole payload.
 type fakeFiller struct {
-	src, buf []byte
-	bounds   []int
-	fail     int // the piece that fails to fill (-1: none)
+	src    []byte
+	bounds []int
+	fail   int // the piece that fails to fill (-1: none)
 }
 
 var errFakeFrame = errors.New("fake frame damaged")
@@ -193,25 +190,34 @@ func newFakeFiller(src []byte, cuts []int, fail int) *fakeFiller {
 			b = append(b, c)
 		}
 	}
-	return &fakeFiller{src: src, buf: make([]byte, len(src)), bounds: append(b, len(src)), fail: fail}
+	return &fakeFiller{src: src, bounds: append(b, len(src)), fail: fail}
 }
 
-func (f *fakeFiller) Fill(lo, hi int) (int, error) {
+func (f *fakeFiller) Size() int { return len(f.src) }
+
+func (f *fakeFiller) Fill(lo, hi int) ([]byte, int, error) {
 	if hi == lo {
 		hi = min(lo+1, len(f.src))
 	}
-	end := hi
+	var touched []int
 	for k := 0; k+1 < len(f.bounds); k++ {
-		if f.bounds[k+1] <= lo || f.bounds[k] >= hi {
-			continue
+		if f.bounds[k+1] > lo && f.bounds[k] < hi {
+			touched = append(touched, k)
 		}
-		if k == f.fail {
-			return 0, errFakeFrame
-		}
-		copy(f.buf[f.bounds[k]:f.bounds[k+1]], f.src[f.bounds[k]:f.bounds[k+1]])
-		end = f.bounds[k+1]
 	}
-	return end, nil
+	for _, k := range touched {
+		if k == f.fail {
+			return nil, 0, errFakeFrame
+		}
+	}
+	if len(touched) == 1 {
+		k := touched[0]
+		return bytes.Clone(f.src[f.bounds[k]:f.bounds[k+1]]), f.bounds[k], nil
+	}
+	if f.fail >= 0 {
+		return nil, 0, errFakeFrame // the whole payload holds the failing piece
+	}
+	return bytes.Clone(f.src), 0, nil
 }
 
 // TestPartialChunkViewAnyCuts: pieces cut anywhere (not where the writer
@@ -227,7 +233,7 @@ func TestPartialChunkViewAnyCuts(t *testing.T) {
 	}
 	for _, cuts := range [][]int{{1}, {5, 77, 2000}, {len(payload) / 2}, {len(payload) / 3, 2 * len(payload) / 3}} {
 		f := newFakeFiller(payload, cuts, -1)
-		v, err := trace.NewPartialChunkView(f.buf, f, trace.Limits{})
+		v, err := trace.NewPartialChunkView(f, trace.Limits{})
 		if err != nil {
 			t.Fatalf("cuts %v: %v", cuts, err)
 		}
@@ -244,7 +250,7 @@ func TestPartialChunkViewAnyCuts(t *testing.T) {
 	// The last half fails: spans wholly in the first half read, the last
 	// span does not, with the filler's error.
 	f := newFakeFiller(payload, []int{len(payload) / 2}, 1)
-	v, err := trace.NewPartialChunkView(f.buf, f, trace.Limits{})
+	v, err := trace.NewPartialChunkView(f, trace.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +258,7 @@ func TestPartialChunkViewAnyCuts(t *testing.T) {
 		t.Fatalf("Span of the last span: %v, want the fill's error", err)
 	}
 	if f0 := newFakeFiller(payload, []int{len(payload) / 2}, 0); f0 != nil {
-		if _, err := trace.NewPartialChunkView(f0.buf, f0, trace.Limits{}); !errors.Is(err, errFakeFrame) {
+		if _, err := trace.NewPartialChunkView(f0, trace.Limits{}); !errors.Is(err, errFakeFrame) {
 			t.Fatalf("NewPartialChunkView with the first piece failing: %v", err)
 		}
 	}

@@ -206,7 +206,7 @@ func FuzzChunkView(f *testing.F) {
 		var perr error
 		if len(payload) > 0 {
 			fill := newFakeFiller(payload, []int{int(i16) % len(payload), len(payload) / 2}, -1)
-			pv, perr = trace.NewPartialChunkView(fill.buf, fill, lim)
+			pv, perr = trace.NewPartialChunkView(fill, lim)
 		}
 		v, err := trace.NewChunkView(payload, lim)
 		if len(payload) > 0 && (err == nil) != (perr == nil) {

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // CBOR major types, shifted into the initial byte.
@@ -748,8 +749,9 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 
 // ChunkView gives random access to the spans of one chunk payload, for
 // readers that take several spans from the same chunk over time (a chunk
-// cache). Its string table is copied once up front; each string is a
-// substring of that copy, checked to be UTF-8 the first time a span read
+// cache). Its string table is copied once up front (NewChunkView; a
+// partial view uses the filler's buffer, which never changes); each string
+// is a substring of it, checked to be UTF-8 the first time a span read
 // uses it. A span is found from the nearest span before it whose start is
 // known: one the payload's span index marks (version 2: every
 // SpanIndexStride-th span), or one an earlier call walked to; so a read
@@ -758,10 +760,11 @@ func DecodeChunkSpans(payload []byte, idx []int, lim Limits) ([]*Span, error) {
 // follow. It is safe for concurrent use; the payload must not change while
 // the view is in use.
 type ChunkView struct {
-	p   []byte
-	lim Limits
-	// fill, when set, makes ranges of p hold the payload's bytes before
-	// they are read (NewPartialChunkView).
+	p    []byte // the whole payload (nil for a partial view)
+	size int    // payload bytes
+	lim  Limits
+	// fill, when set, gives the buffers holding the ranges of the payload
+	// a read needs (NewPartialChunkView).
 	fill Filler
 	// region is one copy of the string table's bytes (from payload offset
 	// base), ents locates each entry in the payload, and checked has the
@@ -784,56 +787,87 @@ type ChunkView struct {
 // DecodeChunk; a string that is not UTF-8 does when a span using it is
 // read (as from DecodeChunkSpan).
 func NewChunkView(payload []byte, lim Limits) (*ChunkView, error) {
-	return NewPartialChunkView(payload, nil, lim)
-}
-
-// A Filler makes ranges of a payload buffer hold the payload's bytes on
-// demand (chunk.Frames: a chunk compressed as independent frames).
-type Filler interface {
-	// Fill makes bytes [lo, hi) of the buffer hold the payload's bytes
-	// and returns end ≥ hi such that bytes [lo, end) do. It is safe for
-	// concurrent use, and bytes it returned for never change again.
-	Fill(lo, hi int) (end int, err error)
-}
-
-// NewPartialChunkView is NewChunkView over a payload buffer that holds the
-// payload's bytes only where fill has made it (nil: all of it). The view
-// fills what it reads first: the start of the buffer up to the span list
-// (the string table and span index), and for a span the stretch of the
-// span index it lies in (from the marked span at or before it to the next
-// marked span), where it walks and decodes; so a view reads a span of a
-// payload stored as frames cut at marked spans (ChunkEncoder.FrameCuts)
-// by decompressing only the frame holding the prologue and the frame
-// holding the span. A Fill error is returned as is.
-func NewPartialChunkView(payload []byte, fill Filler, lim Limits) (*ChunkView, error) {
 	lim = lim.withDefaults()
 	d := chunkDecoder{p: payload, lim: lim, lazy: true, viewTable: true}
-	limited := false
-	if fill != nil && len(payload) > 0 {
-		end, err := fill.Fill(0, 1)
-		if err != nil {
-			return nil, err
-		}
-		if end < len(payload) {
-			d.p, d.size, limited = payload[:end], len(payload), true
-		}
+	n, err := d.prologue()
+	if err != nil {
+		return nil, err
+	}
+	v := newChunkView(&d, n, len(payload), string(payload[d.tableStart:d.tableEnd]))
+	v.p = payload
+	return v, nil
+}
+
+// A Filler gives the bytes of a payload range by range, decoding them on
+// demand (chunk.Frames: a chunk compressed as independent frames).
+type Filler interface {
+	// Size is the payload's length in bytes.
+	Size() int
+	// Fill returns a buffer holding payload bytes [base, base+len(buf)),
+	// a range that includes [lo, hi) (an empty range counts as the byte at
+	// lo). It is safe for concurrent use, and a buffer it returned never
+	// changes again.
+	Fill(lo, hi int) (buf []byte, base int, err error)
+}
+
+// NewPartialChunkView is NewChunkView over a payload whose bytes fill
+// gives range by range. The view asks for what it reads: the start of the
+// payload up to the span list (the string table and span index), and for
+// a span the stretch of the span index it lies in (from the marked span at
+// or before it to the next marked span), where it walks and decodes; so a
+// view reads a span of a payload stored as frames cut at marked spans
+// (ChunkEncoder.FrameCuts) by decompressing only the frame holding the
+// prologue and the frame holding the span. The view's string table is the
+// buffer fill returned for the prologue (not a copy: fill's buffers never
+// change). A Fill error is returned as is.
+func NewPartialChunkView(fill Filler, lim Limits) (*ChunkView, error) {
+	lim = lim.withDefaults()
+	size := fill.Size()
+	if size == 0 {
+		return NewChunkView(nil, lim)
+	}
+	p, base, err := fill.Fill(0, 1)
+	if err != nil {
+		return nil, err
+	}
+	if base != 0 || len(p) > size {
+		return nil, fmt.Errorf("chunk payload: the first range filled is bytes %d to %d of %d", base, base+len(p), size)
+	}
+	d := chunkDecoder{p: p, lim: lim, lazy: true, viewTable: true}
+	if len(p) < size {
+		d.size = size
 	}
 	n, err := d.prologue()
-	if err != nil && limited {
-		// The prologue does not end where the first fill did (not a
+	if err != nil && len(p) < size {
+		// The prologue does not end where the first range does (not a
 		// layout the writer makes): read it from the whole payload.
-		if _, err := fill.Fill(0, len(payload)); err != nil {
+		if p, base, err = fill.Fill(0, size); err != nil {
 			return nil, err
 		}
-		d = chunkDecoder{p: payload, lim: lim, lazy: true, viewTable: true}
+		if base != 0 || len(p) != size {
+			return nil, fmt.Errorf("chunk payload: the whole payload filled is bytes %d to %d of %d", base, base+len(p), size)
+		}
+		d = chunkDecoder{p: p, lim: lim, lazy: true, viewTable: true}
 		n, err = d.prologue()
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &ChunkView{p: payload, lim: d.lim, fill: fill, ents: d.ents, region: string(payload[d.tableStart:d.tableEnd]),
+	var region string
+	if d.tableEnd > d.tableStart {
+		region = unsafe.String(&p[d.tableStart], d.tableEnd-d.tableStart)
+	}
+	v := newChunkView(&d, n, size, region)
+	v.fill = fill
+	return v, nil
+}
+
+// newChunkView is the view of a payload of size bytes whose prologue d
+// has read (n spans), with region the string table's bytes.
+func newChunkView(d *chunkDecoder, n, size int, region string) *ChunkView {
+	return &ChunkView{size: size, lim: d.lim, ents: d.ents, region: region,
 		base: int32(d.tableStart), checked: make([]atomic.Uint64, (len(d.ents)+63)/64),
-		spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}, nil
+		spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}
 }
 
 // str returns string table entry id (in range), a substring of the view's
@@ -875,7 +909,8 @@ func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := chunkDecoder{p: p, off: off, lim: v.lim, view: v, nstrs: len(v.ents), summary: summary, shallowRoot: summary}
+	d := chunkDecoder{p: p.b, off: off, base: p.base, lim: v.lim, view: v, nstrs: len(v.ents), summary: summary, shallowRoot: summary}
+	d.rebase()
 	s, err := d.span()
 	if err != nil {
 		return nil, fmt.Errorf("chunk payload span %d: %w", i, err)
@@ -888,7 +923,7 @@ func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
 // first stretch) to the next marked span, or to the end of the payload.
 // Every span of a well-formed payload lies inside its stretch.
 func (v *ChunkView) stretch(i int) (lo, hi int) {
-	lo, hi = int(v.first), len(v.p)
+	lo, hi = int(v.first), v.size
 	if v.stride > 0 {
 		if g := i / v.stride; g > 0 {
 			lo = int(v.marks[g-1].off)
@@ -901,21 +936,25 @@ func (v *ChunkView) stretch(i int) (lo, hi int) {
 }
 
 // offset returns where span i starts and the payload up to the end of its
-// stretch (filled, for a partial view), walking (once) over the spans
-// between it and the nearest span before it whose start is known. The walk
-// stays inside i's stretch of the span index, so it finds what
-// DecodeChunkSpan finds.
-func (v *ChunkView) offset(i int) (int, []byte, error) {
+// stretch (see window), walking (once) over the spans between it and the
+// nearest span before it whose start is known. The walk stays inside i's
+// stretch of the span index, so it finds what DecodeChunkSpan finds.
+func (v *ChunkView) offset(i int) (int, window, error) {
 	if i < 0 || i >= v.spans {
-		return 0, nil, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, v.spans)
+		return 0, window{}, fmt.Errorf("chunk payload span %d: %w (chunk holds %d spans)", i, ErrNoSuchSpan, v.spans)
 	}
 	lo, hi := v.stretch(i)
+	p := window{b: v.p[:min(hi, len(v.p))]}
 	if v.fill != nil {
-		if _, err := v.fill.Fill(lo, hi); err != nil {
-			return 0, nil, err
+		b, base, err := v.fill.Fill(lo, hi)
+		if err != nil {
+			return 0, window{}, err
 		}
+		if base > lo || base+len(b) < hi {
+			return 0, window{}, fmt.Errorf("chunk payload span %d: bytes %d to %d asked, %d to %d filled", i, lo, hi, base, base+len(b))
+		}
+		p = window{b: b[:hi-base], base: base}
 	}
-	p := v.p[:hi]
 	if i == 0 {
 		return int(v.first), p, nil
 	}
@@ -942,20 +981,32 @@ func (v *ChunkView) offset(i int) (int, []byte, error) {
 	if j == g {
 		off = lo
 	}
-	d := chunkDecoder{p: p, off: off, lim: v.lim}
+	d := chunkDecoder{p: p.b, off: off, base: p.base, lim: v.lim}
+	d.rebase()
 	for ; j < i; j++ {
 		if err := d.skip(); err != nil {
-			return 0, nil, fmt.Errorf("chunk payload span %d: %w", j, err)
+			return 0, window{}, fmt.Errorf("chunk payload span %d: %w", j, err)
 		}
-		v.offs[j+1] = int32(d.off)
+		v.offs[j+1] = int32(d.base + d.off)
 	}
-	return d.off, p, nil
+	return d.base + d.off, p, nil
+}
+
+// window is a range of a payload's bytes: b holds payload bytes from
+// offset base on.
+type window struct {
+	b    []byte
+	base int
 }
 
 type chunkDecoder struct {
 	p   []byte
 	off int
-	lim Limits
+	// base, when not 0, is the payload offset of p[0]: p is a window of
+	// the payload (a frame of it, ChunkView), off is relative to it, and
+	// errors name payload offsets (rebase).
+	base int
+	lim  Limits
 	// size, when not 0, is the length of the whole payload of which p is
 	// a prefix (NewPartialChunkView reads the prologue from the part a
 	// fill made available): what span index entries are checked against.
@@ -989,6 +1040,10 @@ type chunkDecoder struct {
 	slabs   int      // slabs allocated so far
 }
 
+// rebase makes d.off, a payload offset, relative to d.p (which holds the
+// payload's bytes from d.base on).
+func (d *chunkDecoder) rebase() { d.off -= d.base }
+
 // maxPrealloc bounds the elements a decoder allocates for a list or map
 // before decoding them.
 const maxPrealloc = 64
@@ -997,7 +1052,7 @@ const maxPrealloc = 64
 type tableEntry struct{ head, off, n int32 }
 
 func (d *chunkDecoder) corrupt(off int, format string, args ...any) error {
-	return &CorruptPayloadError{Offset: off, Reason: fmt.Sprintf(format, args...)}
+	return &CorruptPayloadError{Offset: d.base + off, Reason: fmt.Sprintf(format, args...)}
 }
 
 func (d *chunkDecoder) remaining() int { return len(d.p) - d.off }
