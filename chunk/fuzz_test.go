@@ -52,6 +52,12 @@ func FuzzScanner(f *testing.F) {
 	}
 	f.Add([]byte("ZTS0"), byte(0))
 	f.Add([]byte{}, byte(1))
+	// Zero tails: after the last chunk (the end of the data), after a torn
+	// chunk, and followed by garbage.
+	img := seedImages(f)[0]
+	f.Add(append(bytes.Clone(img), make([]byte, 300)...), byte(0))
+	f.Add(append(bytes.Clone(img[:len(img)-40]), make([]byte, 300)...), byte(0))
+	f.Add(append(append(bytes.Clone(img), make([]byte, 300)...), 'x'), byte(0))
 	f.Fuzz(func(t *testing.T, data []byte, optByte byte) {
 		size := int64(len(data))
 		opt := fuzzOptions(optByte)
@@ -79,7 +85,16 @@ func FuzzScanner(f *testing.F) {
 			}
 		}
 		if len(r.bad) == 0 && len(data) >= HeaderSize {
-			if _, err := computeMaster(bytes.NewReader(data), size, opt); err != nil {
+			// A zero tail ends the data: the chunk headers tile the file
+			// up to it (and not past it: computeMaster is strict).
+			end := size
+			if r.zeroLen > 0 {
+				end = r.zeroOff
+				if _, err := computeMaster(bytes.NewReader(data), size, opt); err == nil {
+					t.Fatalf("computeMaster accepts a zero tail of %d bytes at %d", r.zeroLen, r.zeroOff)
+				}
+			}
+			if _, err := computeMaster(bytes.NewReader(data), end, opt); err != nil {
 				t.Fatalf("clean scan but computeMaster fails: %v", err)
 			}
 		}
