@@ -20,6 +20,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/internal/daemontest"
 	"github.com/ztsd/ztsd/internal/workload"
 	"github.com/ztsd/ztsd/storedir"
@@ -667,8 +668,7 @@ func uiBadInput(b *browser, d *daemontest.Daemon) {
 	files, _ := filepath.Glob(filepath.Join(d.DataDir, "*", "traces.zts"))
 	sizes := map[string]int64{}
 	for _, f := range files {
-		fi, _ := os.Stat(f)
-		sizes[f] = fi.Size()
+		sizes[f] = dataEnd(t, f)
 	}
 	body := fmt.Sprintf(`{"trace_id":%q,"span_id":"00000000000000aa","parent_id":"","type":"x","start_ns":%d,"duration_ns":1000,"calls":1,"errors":0,"recs":1,"error":false,"source":"json","root":{"method":"damaged.op","start_ns":0,"duration_ns":1000,"calls":1,"errors":0}}`+"\n",
 		id, time.Now().UnixNano())
@@ -678,16 +678,16 @@ func uiBadInput(b *browser, d *daemontest.Daemon) {
 	files, _ = filepath.Glob(filepath.Join(d.DataDir, "*", "traces.zts"))
 	damaged := false
 	for _, f := range files {
-		fi, _ := os.Stat(f)
+		end := dataEnd(t, f)
 		from := sizes[f]
-		if fi.Size() <= from {
+		if end <= from {
 			continue
 		}
 		fh, err := os.OpenFile(f, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mid := from + (fi.Size()-from)/2
+		mid := from + (end-from)/2
 		junk := bytes.Repeat([]byte{0xA5}, 8)
 		if _, err := fh.WriteAt(junk, mid-4); err != nil {
 			t.Fatal(err)
@@ -794,4 +794,30 @@ func TestWebUIQuarantine(t *testing.T) {
 	}
 	b.fitsWidth("the stores page")
 	b.screenshot("stores-quarantined")
+}
+
+// dataEnd returns where the chunks of the data file at path end: its size,
+// less the zeros an open store preallocates after its last chunk.
+func dataEnd(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chunk.ReadHeader(f, fi.Size())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	sc := chunk.NewScanner(f, fi.Size(), h.Options)
+	for sc.Next() {
+	}
+	if sc.Err() != nil {
+		t.Fatalf("%s: %v", path, sc.Err())
+	}
+	return sc.Offset()
 }
