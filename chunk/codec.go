@@ -33,23 +33,18 @@ const zlibLevel = 3
 const zstdLevel = zstd.SpeedFastest
 
 // zstdFastMax is the payload size below which zstd chunks are encoded at
-// SpeedFastest: such chunks come from unbatched writers (one small request,
-// or a group commit of a few), where the encoder's tables are cold at each
-// call and the fixed cost per chunk dominates. On 2-span chunks of
-// realistic spans (512 B to 8 KiB) with the caches cold between calls
-// SpeedDefault took 67-140 µs per chunk and SpeedFastest 31-54 µs, for
-// 4.9% more stored bytes (ratio 0.531 -> 0.557). Batched writes fill chunks
-// far larger than this (about 33 KiB under the OTLP load), which keep
-// zstdLevel. Readers do not depend on it.
-//
-// These chunks are also encoded without entropy coding (literals stored
-// as they are, sequences with zstd's predefined tables): building the
-// Huffman and FSE tables was about 60% of a small chunk's encoding, a
-// fixed cost that such a chunk does not amortise. On the 2-span chunks of
-// BenchmarkAppendSmallConcurrent's realistic spans (512 B to 8 KiB, mean
-// 1.9 KiB) that is 38 -> 17 µs per chunk on the committer's path to the
-// fsync, for 10% more stored bytes (ratio 0.608 -> 0.669). The output is
-// ordinary zstd: every reader decodes it.
+// SpeedFastest without entropy coding (literals stored as they are,
+// sequences with zstd's predefined tables). Such chunks come from
+// unbatched writers (one small request, or a group commit of a few),
+// where the encoder's tables are cold at each call and the fixed cost per
+// chunk dominates: building the Huffman and FSE tables was about 60% of a
+// small chunk's encoding. On the 2-span chunks of BenchmarkAppendSmall
+// Concurrent's realistic spans (512 B to 8 KiB, mean 1.9 KiB) that is 38 ->
+// 17 µs per chunk on the committer's path to the fsync, for 10% more
+// stored bytes (ratio 0.608 -> 0.669). Batched writes fill chunks far
+// larger than this (about 33 KiB under the OTLP load), which keep
+// zstdLevel with entropy coding. The output is ordinary zstd: every reader
+// decodes it.
 const zstdFastMax = 8 << 10
 
 // zstdWindow bounds the zstd window of the encoder, and so what each
