@@ -242,6 +242,82 @@ func TestL0CompactionThreshold(t *testing.T) {
 	closer.Close()
 }
 
+// TestLevelCompression: only the last level is zstd; an index whose
+// tables were all written zstd (the options before this split) opens and
+// reads with the current options, and keeps reading once new snappy and
+// zstd tables are mixed with its old ones.
+func TestLevelCompression(t *testing.T) {
+	opts := Options(nil, testMerger(), nil)
+	for i, l := range opts.Levels {
+		want := pebble.SnappyCompression
+		if i == len(opts.Levels)-1 {
+			want = pebble.ZstdCompression
+		}
+		if l.Compression != want {
+			t.Fatalf("L%d: compression %v, want %v", i, l.Compression, want)
+		}
+	}
+
+	dir := t.TempDir()
+	cache := NewCache(1 << 20)
+	old := Options(cache, testMerger(), nil)
+	for i := range old.Levels {
+		old.Levels[i].Compression = pebble.ZstdCompression
+	}
+	db, err := pebble.Open(dir, old)
+	cache.Unref()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(gen, i int) []byte { return []byte{byte(i), byte(i >> 8), byte(gen)} }
+	val := func(gen, i int) []byte { return bytes.Repeat([]byte{byte(gen), byte(i)}, 20) }
+	write := func(db *pebble.DB, gen int) {
+		var b Batch
+		for i := 0; i < 2000; i++ {
+			b.Set(key(gen, i), val(gen, i))
+		}
+		if err := b.Commit(db); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(db, 0)
+	if err := db.Compact([]byte{0}, []byte{0xff, 0xff, 0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(db *pebble.DB, gens int) {
+		t.Helper()
+		for gen := 0; gen < gens; gen++ {
+			for i := 0; i < 2000; i += 97 {
+				v, closer, err := db.Get(key(gen, i))
+				if err != nil || !bytes.Equal(v, val(gen, i)) {
+					t.Fatalf("generation %d key %d: %v", gen, i, err)
+				}
+				closer.Close()
+			}
+		}
+	}
+	db, err = Open(dir, OpenOptions{Merger: testMerger()})
+	if err != nil {
+		t.Fatalf("open an index written all zstd: %v", err)
+	}
+	check(db, 1)
+	write(db, 1) // a snappy L0 table over the zstd L6
+	check(db, 2)
+	if err := db.Compact([]byte{0}, []byte{0xff, 0xff, 0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	check(db, 2)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBatchOrderManyOps checks that Commit keeps the order of writes to one
 // key among many writes whose keys share their first 8 bytes (the sort
 // compares those first) or are shorter than 8 bytes: large enough a batch
