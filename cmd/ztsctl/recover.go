@@ -99,15 +99,32 @@ func (a *app) progress(what string) (func(done, total int64), func()) {
 // offlineGC makes the garbage collector of an offline scan or rebuild run
 // less often (GOGC=400) unless GOGC is set: the heap stays small (chunks
 // are indexed in bounded batches) and collection costs about a quarter of
-// the rebuild time at the default. It returns what restores the earlier
-// setting (ztsctl bench's recovery phase runs in a process that goes on).
+// the rebuild time at the default. Unless GOMEMLIMIT is set, it also sets
+// a soft limit of offlineHeapLimit on the Go heap, past which the
+// collector runs sooner, so that the process stays within the default
+// memory_budget (1 GiB) together with Pebble's memory of a rebuild. It
+// returns what restores the earlier settings (ztsctl bench's recovery
+// phase runs in a process that goes on).
 func offlineGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
+	restoreGC, restoreLimit := func() {}, func() {}
+	if os.Getenv("GOGC") == "" {
+		old := debug.SetGCPercent(400)
+		restoreGC = func() { debug.SetGCPercent(old) }
 	}
-	old := debug.SetGCPercent(400)
-	return func() { debug.SetGCPercent(old) }
+	if os.Getenv("GOMEMLIMIT") == "" {
+		old := debug.SetMemoryLimit(offlineHeapLimit)
+		restoreLimit = func() { debug.SetMemoryLimit(old) }
+	}
+	return func() { restoreGC(); restoreLimit() }
 }
+
+// offlineHeapLimit is the soft limit offlineGC sets on the Go heap: the
+// default memory_budget (1 GiB) less what a rebuild's two Pebble databases
+// hold outside it (bulk-load memtables and block caches, ~320 MiB) and
+// some room. A rebuild's live heap is ~100-250 MB whatever the store's
+// size (a group of at most 32k decoded spans, one interned group, the
+// scan queue), so the limit only makes the collector run sooner.
+const offlineHeapLimit = 640 << 20
 
 // printReportJSON prints v as one indented JSON object.
 func printReportJSON(w io.Writer, v any) error {
