@@ -121,9 +121,20 @@ func FuzzReadChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, off int64, optByte byte) {
 		opt := fuzzOptions(optByte)
 		p, next, err := ReadChunkAt(bytes.NewReader(data), int64(len(data)), opt, off)
-		// ReadFramesAt and filling every frame agree with ReadChunkAt.
+		// ReadFramesAt and filling every frame agree with ReadChunkAt; so
+		// do the frames filled one by one before (each range the middle
+		// byte of a frame, its buffer that frame).
 		fr, fnext, ferr := ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, off)
 		var whole []byte
+		if ferr == nil && err == nil {
+			for _, f := range fr.frames {
+				mid := (f.at + f.end) / 2
+				b, base, ferr := fr.Fill(mid, mid+1)
+				if ferr != nil || base > mid || base+len(b) <= mid || base+len(b) > len(p) || !bytes.Equal(b, p[base:base+len(b)]) {
+					t.Fatalf("chunk at %d: Fill(%d, %d) = bytes %d to %d, %v; want a part of the payload holding it", off, mid, mid+1, base, base+len(b), ferr)
+				}
+			}
+		}
 		if ferr == nil {
 			var base int
 			whole, base, ferr = fr.Fill(0, fr.Size())
