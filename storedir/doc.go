@@ -213,9 +213,7 @@
 //
 // The re-indexing on open indexes runs of consecutive chunks (up to
 // catchUpBatchSpans spans) with one IndexChunks call each, as the write
-// path does a group commit's chunks, while a goroutine of its own reads and
-// decodes the next chunks (up to catchUpDecodeAhead ahead), so it uses two
-// cores. It (synchronous or in the background) flushes both
+// path does a group commit's chunks. It (synchronous or in the background) flushes both
 // indexes every 32 MiB of data file (a checkpoint of their watermarks), so
 // a crash during it costs at most that much re-indexing again, not the
 // whole replay.

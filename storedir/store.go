@@ -172,18 +172,6 @@ type storeOptions struct {
 // re-indexing (a fraction of a second) for a few flushes per GiB.
 const replayCheckpointBytes = 32 << 20
 
-// catchUpDecodeAhead is how many decoded chunks a catch-up's decoder may
-// hold ready for the indexing.
-const catchUpDecodeAhead = 8
-
-// decodedChunk is one chunk a catch-up's decoder read: where it is and
-// ends, and its spans or why its payload does not decode.
-type decodedChunk struct {
-	off, next int64
-	spans     []*trace.Span
-	err       error
-}
-
 // catchUpBatchSpans is how many spans catchUp indexes in one batch (one
 // commit per index) at most, as `ztsctl recover` does.
 const catchUpBatchSpans = 16 << 10
@@ -508,37 +496,14 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 		pending, nspans = pending[:0], 0
 		return nil
 	}
-	// The chunks are read, checked and decoded in a goroutine of their
-	// own, a few ahead of the indexing: a catch-up uses two cores, as the
-	// write path's ingest and indexer do. The scanner is the decoder's
-	// until it closes decoded; on an early return the decoder is stopped
-	// and waited for, so that nothing reads the data file afterwards.
-	decoded := make(chan decodedChunk, catchUpDecodeAhead)
-	stopDecoding := make(chan struct{})
-	go func() {
-		defer close(decoded)
-		for sc.Next() {
-			off, payload := sc.Chunk()
-			spans, err := trace.DecodeChunk(payload, lim)
-			select {
-			case decoded <- decodedChunk{off: off, next: sc.Offset(), spans: spans, err: err}:
-			case <-stopDecoding:
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(stopDecoding)
-		for range decoded {
-		}
-	}()
-	for c := range decoded {
+	for sc.Next() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		off, spans := c.off, c.spans
-		if c.err != nil {
-			s.log.Error("chunk payload does not decode; skipping it (run `ztsctl verify`)", "offset", off, "err", c.err)
+		off, payload := sc.Chunk()
+		spans, err := trace.DecodeChunk(payload, lim)
+		if err != nil {
+			s.log.Error("chunk payload does not decode; skipping it (run `ztsctl verify`)", "offset", off, "err", err)
 			continue
 		}
 		doMeta, doText := off >= metaWM, off >= textWM
@@ -547,10 +512,10 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 				return err
 			}
 		}
-		pending = append(pending, ChunkSpans{Off: off, Next: c.next, Spans: spans})
+		pending = append(pending, ChunkSpans{Off: off, Next: sc.Offset(), Spans: spans})
 		pendingMeta, pendingText = doMeta, doText
 		nspans += len(spans)
-		atCheckpoint := c.next-lastCheckpoint >= checkpoint
+		atCheckpoint := sc.Offset()-lastCheckpoint >= checkpoint
 		if nspans >= batchSpans || atCheckpoint {
 			if err := flush(); err != nil {
 				return err
@@ -562,7 +527,7 @@ func (s *Store) catchUp(ctx context.Context, opt storeOptions) error {
 			if err := s.flushIndexes(); err != nil {
 				return err
 			}
-			lastCheckpoint = c.next
+			lastCheckpoint = sc.Offset()
 			checkpoints++
 		}
 	}
