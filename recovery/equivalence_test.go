@@ -21,8 +21,9 @@ import (
 // searches, and every string, its id and substring searches of the text
 // index.
 //
-// It rebuilds twice: in one index group, and in groups of 250 spans, so
-// that the next group is interned while the one before it commits.
+// It rebuilds twice: in one index group, and in groups of 250 spans (12
+// commits per index, the later ones interning strings the earlier ones
+// committed).
 func TestRebuildEqualsWritePath(t *testing.T) {
 	orig := buildFixture(t, 19, 3000, 37)
 	want := readAnswers(t, orig.store)

@@ -43,8 +43,9 @@ type Options struct {
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 
-	// groupSpans is how many spans an index group holds at most; 0 means
-	// batchSpans (tests lower it to rebuild in many groups).
+	// groupSpans is how many spans an index group (one commit per index)
+	// holds at most; 0 means batchSpans (tests lower it to rebuild in
+	// many groups).
 	groupSpans int
 }
 
@@ -419,7 +420,7 @@ func (r *storeRecovery) scanAndIndex(ctx context.Context, progressBase, progress
 	if r.opt.Progress != nil {
 		progress = func(n int64) { r.opt.Progress(progressBase+n, progressTotal) }
 	}
-	ch := make(chan goodChunk, 16)
+	ch := make(chan goodChunk, 64)
 	resc := make(chan scanResult, 1)
 	go func() {
 		resc <- scanChunks(ctx, f, r.size, scanConfig{opt: r.chosen, limits: r.opt.Limits, progress: progress}, ch)
@@ -662,17 +663,16 @@ func (r *storeRecovery) writeProps() error {
 }
 
 // builder builds both indexes of a store into the .rebuild directories.
-// It indexes chunks in groups (storedir.PrepareChunks and Commit: one
-// commit per index per group), cutting a group at a gap between good
-// chunks. Two stages overlap: while a committer goroutine commits one group
-// to both indexes, the caller's goroutine interns the next one into a text
-// batch that follows the uncommitted one (textindex NewBatchAfter), so the
-// ids are those of committing group after group. The indexes are opened
-// for a bulk load (no automatic compactions, large memtables) and
-// compacted once at the end (finish).
+// It indexes chunks in groups (storedir.IndexChunks: one commit per index
+// per group), cutting a group at a gap between good chunks. The indexes
+// are opened for a bulk load (no automatic compactions, large memtables)
+// and compacted once at the end (finish).
 //
-// Memory: the group being filled (its decoded spans), one interned group
-// waiting to commit and the one committing, whatever the store's size.
+// Memory: the group being filled (its decoded spans) and the scan queue
+// (64 decoded chunks, about one more group at the usual chunk size: the
+// scan must stay a group ahead, a queue of 16 made the rebuild ~10%
+// slower), whatever the store's size, besides Pebble's memtables and
+// caches.
 type builder struct {
 	metaDir, textDir string
 	meta             *index.Index
@@ -681,17 +681,6 @@ type builder struct {
 	pending          []storedir.ChunkSpans
 	pendingSpans     int
 	groupSpans       int
-
-	// next is the text batch the next group interns into.
-	next *textindex.Batch
-	// work hands interned groups to the committer (unbuffered: a group is
-	// handed over once the one before it is committed); stopped is closed
-	// when a commit failed, and done receives the committer's first error
-	// once work is closed.
-	work    chan *storedir.PreparedChunks
-	stopped chan struct{}
-	done    chan error
-	closed  bool
 }
 
 // batchSpans is how many spans one group holds at most.
@@ -716,25 +705,7 @@ func newBuilder(storeDir string, groupSpans int) (*builder, error) {
 		b.meta.Close()
 		return nil, fmt.Errorf("create %s: %w", b.textDir, err)
 	}
-	b.next = b.text.NewBatch()
-	b.work, b.stopped, b.done = make(chan *storedir.PreparedChunks), make(chan struct{}), make(chan error, 1)
-	go b.commitGroups()
 	return b, nil
-}
-
-// commitGroups is the committer: it commits the groups handed over, in
-// order, until work is closed; after a failure it drops the rest.
-func (b *builder) commitGroups() {
-	var err error
-	for p := range b.work {
-		if err != nil {
-			continue
-		}
-		if err = p.Commit(b.meta); err != nil {
-			close(b.stopped)
-		}
-	}
-	b.done <- err
 }
 
 func (b *builder) add(c goodChunk) error {
@@ -751,47 +722,23 @@ func (b *builder) add(c goodChunk) error {
 	return nil
 }
 
-// flush interns the pending group and hands it to the committer.
 func (b *builder) flush() error {
 	if len(b.pending) == 0 {
 		return nil
 	}
-	p, err := storedir.PrepareChunks(b.next, b.pending, true, true)
+	err := storedir.IndexChunks(b.meta, b.text, b.pending, true, true)
 	if err != nil {
 		err = fmt.Errorf("index chunks [%d, %d): %w", b.pending[0].Off, b.pending[len(b.pending)-1].Next, err)
 	}
 	clear(b.pending)
 	b.pending, b.pendingSpans = b.pending[:0], 0
-	if err != nil {
-		return err
-	}
-	// The next group's batch follows this one, before this one commits.
-	b.next = b.text.NewBatchAfter(p.TextBatch())
-	select {
-	case b.work <- p:
-		return nil
-	case <-b.stopped:
-		return b.wait()
-	}
-}
-
-// wait stops the committer and returns its first error.
-func (b *builder) wait() error {
-	if b.closed {
-		return nil
-	}
-	b.closed = true
-	close(b.work)
-	return <-b.done
+	return err
 }
 
 // finish records end as both watermarks (the indexes are complete up to
 // the end of the good data) and reads the counters.
 func (b *builder) finish(end int64) error {
 	if err := b.flush(); err != nil {
-		return err
-	}
-	if err := b.wait(); err != nil {
 		return err
 	}
 	mb := b.meta.NewBatch()
@@ -818,11 +765,8 @@ func (b *builder) finish(end int64) error {
 	return nil
 }
 
-// close stops the committer (after a failure, the groups not committed are
-// dropped) and closes both indexes.
 func (b *builder) close() error {
-	werr := b.wait()
-	return errors.Join(werr, b.meta.Close(), b.text.Close())
+	return errors.Join(b.meta.Close(), b.text.Close())
 }
 
 func sameProps(a, b config.StoreProps) bool {

@@ -663,44 +663,17 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 	if len(chunks) == 0 {
 		return nil
 	}
-	p, err := PrepareChunks(text.NewBatch(), chunks, doMeta, doText)
-	if err != nil {
-		return err
-	}
-	return p.Commit(meta)
-}
-
-// PreparedChunks is a group of consecutive chunks whose strings are
-// interned (PrepareChunks) and whose index entries are ready, not
-// committed yet: IndexChunks in two steps, so that a bulk writer (`ztsctl
-// recover`'s rebuild) interns the next group while this one commits. It
-// no longer refers to the chunks' decoded spans.
-type PreparedChunks struct {
-	tb             *textindex.Batch
-	entries        []index.SpanEntry
-	off, next      int64
-	doMeta, doText bool
-}
-
-// TextBatch is the text batch the group's strings were interned into: the
-// next group's batch follows it (textindex.Index.NewBatchAfter) when the
-// group is not committed yet.
-func (p *PreparedChunks) TextBatch() *textindex.Batch { return p.tb }
-
-// PrepareChunks interns the strings of chunks (consecutive chunks of one
-// data file, as for IndexChunks) into tb, a batch of the store's text
-// index that follows everything committed or interned before them, and
-// builds their metadata entries (when doMeta). Commit writes both.
-func PrepareChunks(tb *textindex.Batch, chunks []ChunkSpans, doMeta, doText bool) (*PreparedChunks, error) {
-	if len(chunks) == 0 {
-		return nil, errors.New("index chunks: no chunk")
-	}
 	off, next := chunks[0].Off, chunks[len(chunks)-1].Next
 	for i := 1; i < len(chunks); i++ {
 		if chunks[i].Off != chunks[i-1].Next {
 			// A gap would move the watermarks over chunks never indexed.
-			return nil, fmt.Errorf("index chunks: chunk %d at offset %d does not follow the chunk ending at %d", i, chunks[i].Off, chunks[i-1].Next)
+			return fmt.Errorf("index chunks: chunk %d at offset %d does not follow the chunk ending at %d", i, chunks[i].Off, chunks[i-1].Next)
 		}
+	}
+	tb := text.NewBatch()
+	var mb *index.Batch
+	if doMeta {
+		mb = meta.NewBatch()
 	}
 	nspans := 0
 	for _, c := range chunks {
@@ -709,10 +682,7 @@ func PrepareChunks(tb *textindex.Batch, chunks []ChunkSpans, doMeta, doText bool
 	// Its map holds the group's distinct strings: a few per span (spans
 	// repeat keys and most values), and it grows when a group has more.
 	in := newInterner(tb, min(1024, 4*nspans))
-	p := &PreparedChunks{tb: tb, off: off, next: next, doMeta: doMeta, doText: doText}
-	if doMeta {
-		p.entries = make([]index.SpanEntry, 0, nspans)
-	}
+	entries := make([]index.SpanEntry, 0, nspans)
 	for _, c := range chunks {
 		for i, sp := range c.Spans {
 			e := index.SpanEntry{
@@ -726,28 +696,22 @@ func PrepareChunks(tb *textindex.Batch, chunks []ChunkSpans, doMeta, doText bool
 				Loc:        index.Location{ChunkOffset: c.Off, Index: uint32(i)},
 			}
 			in.internSpan(sp, &e)
-			if doMeta {
-				p.entries = append(p.entries, e)
+			if mb != nil {
+				entries = append(entries, e)
 			}
 		}
 	}
-	return p, nil
-}
-
-// Commit writes the group to meta (when doMeta) and its text batch (when
-// doText) and moves their watermarks to the group's end.
-func (p *PreparedChunks) Commit(meta *index.Index) error {
 	// Every text id is assigned by now: the text batch commits while the
 	// metadata batch is built and committed, on two cores. The two indexes
 	// are separate databases with their own watermarks; whichever commit a
 	// crash loses is redone from the data file on the next open, and text
 	// ids come out the same (data-file order).
 	textErr := make(chan error, 1)
-	if p.doText {
+	if doText {
 		go func() {
-			p.tb.SetWatermark(p.next)
-			if err := p.tb.Commit(); err != nil {
-				textErr <- fmt.Errorf("text index at chunk %d: %w", p.off, err)
+			tb.SetWatermark(next)
+			if err := tb.Commit(); err != nil {
+				textErr <- fmt.Errorf("text index at chunk %d: %w", off, err)
 				return
 			}
 			textErr <- nil
@@ -756,18 +720,16 @@ func (p *PreparedChunks) Commit(meta *index.Index) error {
 		textErr <- nil
 	}
 	var metaErr error
-	if p.doMeta {
-		mb := meta.NewBatch()
-		mb.Grow(len(p.entries))
-		for _, e := range p.entries {
+	if mb != nil {
+		mb.Grow(len(entries))
+		for _, e := range entries {
 			mb.AddDistinctSpan(e) // the interner listed each text and pair once
 		}
-		mb.SetWatermark(p.next)
+		mb.SetWatermark(next)
 		if err := mb.Commit(); err != nil {
-			metaErr = fmt.Errorf("metadata index at chunk %d: %w", p.off, err)
+			metaErr = fmt.Errorf("metadata index at chunk %d: %w", off, err)
 		}
 	}
-	p.entries = nil
 	return errors.Join(<-textErr, metaErr)
 }
 

@@ -19,10 +19,7 @@ type Batch struct {
 	base    uint64 // committed count when the batch was created
 	pending map[string]uint64
 	order   []string // new strings, id base+1+i
-	// prev holds the new strings of the batch this one follows when that
-	// batch was not committed yet (NewBatchAfter); read only.
-	prev map[string]uint64
-	err  error
+	err     error
 
 	hasWatermark bool
 	watermark    int64
@@ -33,24 +30,6 @@ func (ix *Index) NewBatch() *Batch {
 	return &Batch{ix: ix, base: ix.Count(), pending: make(map[string]uint64)}
 }
 
-// NewBatchAfter starts a batch whose new ids follow those of prev, a batch
-// not committed yet: a writer can intern the strings of its next group
-// while prev commits (in another goroutine). prev's Commit must not start
-// before NewBatchAfter returns, and the new batch must be committed after
-// prev (it conflicts otherwise, as it does when prev's Commit fails). Its
-// Intern sees prev's strings as it sees committed ones.
-func (ix *Index) NewBatchAfter(prev *Batch) *Batch {
-	if prev.pending == nil || prev.err != nil {
-		// Spent or failed: nothing to follow but what is committed (a
-		// failed batch's successor conflicts, as it should).
-		if prev.err != nil {
-			return &Batch{ix: ix, base: math.MaxUint64, pending: make(map[string]uint64), err: fmt.Errorf("the batch it follows failed: %w", prev.err)}
-		}
-		return ix.NewBatch()
-	}
-	return &Batch{ix: ix, base: prev.base + uint64(len(prev.order)), pending: make(map[string]uint64), prev: prev.pending}
-}
-
 // Intern returns the id of s: its existing id, or the next new one. It sees
 // strings interned earlier in the same batch. If the index cannot be read
 // (or s is longer than MaxStringBytes), Intern returns 0 and Commit fails.
@@ -59,9 +38,6 @@ func (b *Batch) Intern(s string) uint64 {
 		return id
 	}
 	if id, ok := b.pending[s]; ok {
-		return id
-	}
-	if id, ok := b.prev[s]; ok {
 		return id
 	}
 	if b.err != nil {
@@ -107,16 +83,11 @@ func (ix *Index) writerLookup(s string, count uint64) (uint64, bool, error) {
 		return 0, false, err
 	}
 	defer ix.release()
-	if ix.committed != nil {
-		ix.filterMu.RLock()
-		absent := !ix.committed.mayContain(s)
-		ix.filterMu.RUnlock()
-		if absent {
-			return 0, false, nil // certainly never committed
-		}
-	}
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
+	if ix.committed != nil && !ix.committed.mayContain(s) {
+		return 0, false, nil // certainly never committed
+	}
 	if ix.writerReader == nil {
 		r, err := kv.NewPointReader(ix.db.DB)
 		if err != nil {
@@ -242,11 +213,9 @@ func (b *Batch) Commit() error {
 		ix.writerReader = nil
 	}
 	if ix.committed != nil {
-		ix.filterMu.Lock()
 		for _, s := range b.order {
 			ix.committed.add(s)
 		}
-		ix.filterMu.Unlock()
 	}
 	ix.mu.Lock()
 	ix.count, ix.watermark = newCount, watermark
@@ -256,7 +225,7 @@ func (b *Batch) Commit() error {
 	}
 	// The batch is spent: committing it again conflicts.
 	b.base = math.MaxUint64
-	b.pending, b.order, b.prev = nil, nil, nil
+	b.pending, b.order = nil, nil
 	return nil
 }
 

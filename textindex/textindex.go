@@ -87,10 +87,8 @@ type Index struct {
 	// is reopened after each commit so that it sees everything committed.
 	writerReader *kv.PointReader
 	// committed holds every string committed since the index was opened
-	// empty (nil otherwise); guarded by filterMu, so that a batch interning
-	// (NewBatchAfter) consults it while another commits.
+	// empty (nil otherwise); guarded by writeMu.
 	committed *stringFilter
-	filterMu  sync.RWMutex
 
 	mu        sync.RWMutex // guards count and watermark
 	count     uint64
