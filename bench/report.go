@@ -119,8 +119,11 @@ type Report struct {
 	GetBusyDaemonCPUUsPerGet float64        `json:"get_busy_daemon_cpu_us_per_get"`
 	SettleSeconds            float64        `json:"settle_s"`
 	Settled                  bool           `json:"settled"`
-	SearchDaemonCPUSeconds   float64        `json:"search_daemon_cpu_s"`
-	SearchDaemonCPUUsPerOp   float64        `json:"search_daemon_cpu_us_per_search"`
+	// SettleDebtBytes is Pebble's compaction debt estimate left at rest
+	// (tables in L0 that wait for more before they are compacted).
+	SettleDebtBytes        int64   `json:"settle_debt_bytes"`
+	SearchDaemonCPUSeconds float64 `json:"search_daemon_cpu_s"`
+	SearchDaemonCPUUsPerOp float64 `json:"search_daemon_cpu_us_per_search"`
 
 	SearchAttributeP50Ms float64        `json:"search_attribute_p50_ms"`
 	SearchAttributeP99Ms float64        `json:"search_attribute_p99_ms"`
@@ -456,6 +459,7 @@ func (r *Report) rows() []Row {
 			settled = "NOT finished (--settle)"
 		}
 		add(Row{Metric: "index compactions after ingest", Value: r.SettleSeconds, Unit: "s", Status: settled})
+		add(Row{Metric: "  compaction debt left at rest (L0 tables Pebble compacts later)", Value: float64(r.SettleDebtBytes) / 1e6, Unit: "MB"})
 	}
 	add(Row{Metric: "get by id p50", Value: r.GetP50Ms, Unit: "ms"})
 	add(Row{Metric: "get by id p99", Value: r.GetP99Ms, Unit: "ms", Budget: "≤ 0.5 @ 10 M spans",

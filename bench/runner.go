@@ -750,29 +750,37 @@ func (r *runner) gets(ctx context.Context) (LatencySummary, error) {
 	return all.Summary(), nil
 }
 
-// settle waits, up to cfg.Settle, until every store reports no index
-// compaction debt and no flush or compaction running on two polls in a
-// row, and records how long that took (SettleSeconds; Settled false when
-// it did not happen in time).
+// settle waits, up to cfg.Settle, until the daemon's indexes are at rest:
+// no flush or compaction running on settlePolls polls in a row, half a
+// second apart, with the compaction debt unchanged across them (a
+// compaction that ran between two polls changes it). The debt need not
+// be 0: Pebble counts tables in L0 as debt, but compacts them only once
+// enough have arrived. It records how long that took (SettleSeconds;
+// Settled false when it did not happen in time).
 func (r *runner) settle(ctx context.Context) error {
+	const settlePolls = 4
 	r.logf("waiting up to %v for the indexes' compactions to finish", r.cfg.Settle)
 	t0 := time.Now()
-	quiet := 0
+	quiet, lastDebt := 0, int64(-1)
 	for {
 		debt, running, err := r.compactionState(ctx)
 		if err != nil {
 			return fmt.Errorf("settle: %w", err)
 		}
-		if debt == 0 && running == 0 {
+		if running == 0 && (quiet == 0 || debt == lastDebt) {
 			quiet++
+		} else if running == 0 {
+			quiet = 1 // debt changed: a compaction ran since the last poll
 		} else {
 			quiet = 0
 		}
+		lastDebt = debt
 		waited := time.Since(t0)
-		if quiet == 2 || waited >= r.cfg.Settle {
-			r.rep.SettleSeconds, r.rep.Settled = waited.Seconds(), quiet == 2
+		if quiet == settlePolls || waited >= r.cfg.Settle {
+			r.rep.SettleSeconds, r.rep.Settled = waited.Seconds(), quiet == settlePolls
+			r.rep.SettleDebtBytes = debt
 			if !r.rep.Settled {
-				r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("reads measured while the indexes still compact: %d bytes of compaction debt and %d compactions running after --settle %v", debt, running, r.cfg.Settle))
+				r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("reads measured while the indexes still compact: %d compactions running, %d bytes of compaction debt after --settle %v", running, debt, r.cfg.Settle))
 			}
 			return nil
 		}

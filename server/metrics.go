@@ -82,8 +82,8 @@ var (
 	bytesDesc  = prometheus.NewDesc("ztsd_store_bytes", "Bytes on disk per store (data and indexes).", []string{"store"}, nil)
 	spansDesc  = prometheus.NewDesc("ztsd_store_spans", "Spans indexed per store.", []string{"store"}, nil)
 	lagDesc    = prometheus.NewDesc("ztsd_index_watermark_lag_bytes", "Data-file bytes not yet covered by the metadata index, per store.", []string{"store"}, nil)
-	debtDesc   = prometheus.NewDesc("ztsd_index_compaction_debt_bytes", "Bytes the indexes' compactions still have to rewrite (Pebble's estimate), per store; reads are slower until it is 0.", []string{"store"}, nil)
-	compDesc   = prometheus.NewDesc("ztsd_index_compactions_running", "Index flushes and compactions running now, all stores.", nil, nil)
+	debtDesc   = prometheus.NewDesc("ztsd_index_compaction_debt_bytes", "Bytes the indexes' compactions still have to rewrite, per store: Pebble's estimate, which counts tables in L0 that Pebble compacts only once more arrive, so a store at rest may keep some.", []string{"store"}, nil)
+	compDesc   = prometheus.NewDesc("ztsd_index_compactions_running", "Index flushes and compactions running now, all stores (0 once the indexes are at rest; reads are slower while they run).", nil, nil)
 	damageDesc = prometheus.NewDesc("ztsd_damaged_chunks_total", "Distinct damaged chunks that reads met and skipped since start (each also logged once).", nil, nil)
 
 	remoteStoresDesc     = prometheus.NewDesc("ztsd_remote_stores", "Stores served from the bucket (cached: with their indexes in the local cache).", []string{"state"}, nil)

@@ -1042,9 +1042,10 @@ type Info struct {
 	// cover yet (non-zero only while a re-index is catching up).
 	IndexLag int64 `json:"index_lag_bytes"`
 	// IndexCompactionDebt is Pebble's estimate of the bytes its two
-	// indexes' compactions still have to rewrite, and IndexCompactions the
-	// flushes and compactions running now: a store just written in bulk
-	// reads slower until both are zero.
+	// indexes' compactions still have to rewrite (it counts tables in L0
+	// that Pebble compacts only once more arrive, so a store at rest may
+	// keep some), and IndexCompactions the flushes and compactions running
+	// now: a store just written in bulk reads slower until they stop.
 	IndexCompactionDebt int64 `json:"index_compaction_debt_bytes"`
 	IndexCompactions    int64 `json:"index_compactions_running"`
 	// Reason says why a store is not served (quarantined, rebuilding,
