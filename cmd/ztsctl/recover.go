@@ -122,7 +122,7 @@ func offlineGC() (restore func()) {
 // default memory_budget (1 GiB) less what a rebuild's two Pebble databases
 // hold outside it (bulk-load memtables and block caches, ~320 MiB) and
 // some room. A rebuild's live heap is ~100-250 MB whatever the store's
-// size (a group of at most 32k decoded spans, one interned group, the
+// size (a group of at most 16k decoded spans, one interned group, the
 // scan queue), so the limit only makes the collector run sooner.
 const offlineHeapLimit = 640 << 20
 

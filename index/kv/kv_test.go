@@ -129,18 +129,8 @@ func testMerger() *pebble.Merger {
 // one compacts L0 on its own past L0CompactionThreshold.
 func TestBulkLoadDefersCompaction(t *testing.T) {
 	fill := func(db *pebble.DB) {
-		val := bytes.Repeat([]byte("v"), 100)
 		for f := 0; f < 8; f++ {
-			var b Batch
-			for i := 0; i < 200; i++ {
-				b.Set([]byte{byte(i), byte(f)}, val) // every table spans the key space
-			}
-			if err := b.Commit(db); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.Flush(); err != nil {
-				t.Fatal(err)
-			}
+			flushSpanningTable(t, db, f)
 		}
 	}
 	bulk, err := Open(t.TempDir(), OpenOptions{Merger: NewMerger("test.concat", nil), BulkLoad: true})
@@ -195,6 +185,24 @@ func TestBulkLoadDefersCompaction(t *testing.T) {
 	}
 }
 
+// flushSpanningTable commits 200 keys {i, f} of 100-byte values, which
+// span the whole key space like an index's keys, and flushes them as one
+// table that overlaps every other such table.
+func flushSpanningTable(t *testing.T, db *pebble.DB, f int) {
+	t.Helper()
+	val := bytes.Repeat([]byte("v"), 100)
+	var b Batch
+	for i := 0; i < 200; i++ {
+		b.Set([]byte{byte(i), byte(f)}, val)
+	}
+	if err := b.Commit(db); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestL0CompactionThreshold: a normal index leaves fewer than
 // l0CompactionThreshold/2 flushed tables that overlap each other in L0
 // uncompacted, and compacts them once the next flush reaches half the
@@ -205,19 +213,7 @@ func TestL0CompactionThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	val := bytes.Repeat([]byte("v"), 100)
-	flush := func(f int) {
-		var b Batch
-		for i := 0; i < 200; i++ {
-			b.Set([]byte{byte(i), byte(f)}, val) // every table spans the key space
-		}
-		if err := b.Commit(db); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flush := func(f int) { flushSpanningTable(t, db, f) }
 	const waiting = l0CompactionThreshold/2 - 1
 	for f := 0; f < waiting; f++ {
 		flush(f)
