@@ -1072,8 +1072,10 @@ func (s *Store) info() Info {
 	}
 	st := s.meta.Stats()
 	var lag int64
-	if wm, err := s.meta.Watermark(); err == nil && wm < s.data.Size() {
-		lag = s.data.Size() - wm
+	// A zero tail found at open (chunk.File.ZeroTail) holds nothing to index.
+	end := s.data.Size() - s.data.ZeroTail()
+	if wm, err := s.meta.Watermark(); err == nil && wm < end {
+		lag = end - wm
 	}
 	var reason string
 	if w, ok := s.catchUpWarning(); ok {

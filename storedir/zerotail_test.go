@@ -98,6 +98,9 @@ func TestOpenStoreWithZeroTail(t *testing.T) {
 			if s.data.Size() != wantEnd {
 				t.Fatalf("reopened: data ends at %d, want %d", s.data.Size(), wantEnd)
 			}
+			if st := db.Stores(); len(st) != 1 || st[0].IndexLag != 0 {
+				t.Fatalf("reopened: stores %+v; want one, whose index lag does not count the zeros", st)
+			}
 			broken, _ := os.ReadFile(filepath.Join(storeDir, brokenFile))
 			if !bytes.Equal(broken, tornBytes) {
 				t.Fatalf(".broken holds %d bytes, want the %d cut", len(broken), len(tornBytes))
