@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -549,15 +550,37 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 	if format == "chrome" || format == "svg" {
 		return writeExport(w, id, roots, format)
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
+	bp := getBodies.Get().(*[]byte)
+	defer putGetBody(bp)
+	b := (*bp)[:0]
 	for _, sp := range roots {
-		b, err := sp.MarshalJSON()
-		if err != nil {
+		if b, err = trace.AppendSpanJSON(b, sp); err != nil {
 			return err
 		}
-		w.Write(append(b, '\n'))
+		b = append(b, '\n')
 	}
-	return nil
+	*bp = b
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, err = w.Write(b)
+	return err
+}
+
+// getBodies pools the buffers handleGet encodes a trace's Trace JSON
+// lines into: the whole answer is encoded first and written with its
+// length in one call, not span by span in chunked encoding (one write
+// to the socket instead of one per 4 KiB buffered and a chunk header
+// each).
+var getBodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledGetBody bounds the buffer getBodies keeps: the answer of a
+// rare huge trace is not held for later gets.
+const maxPooledGetBody = 1 << 20
+
+func putGetBody(bp *[]byte) {
+	if cap(*bp) <= maxPooledGetBody {
+		getBodies.Put(bp)
+	}
 }
 
 // writeExport answers GET /v1/traces/{id}?format=chrome|svg with the

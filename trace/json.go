@@ -71,6 +71,16 @@ func (s *Span) MarshalJSON() ([]byte, error) {
 	return appendSpanJSON(make([]byte, 0, 256), s, true, 1)
 }
 
+// AppendSpanJSON appends the full Trace JSON of s (as MarshalJSON gives
+// it) to b, so that a writer of many spans can reuse one buffer. On error
+// it returns b with part of the span appended.
+func AppendSpanJSON(b []byte, s *Span) ([]byte, error) {
+	if s == nil {
+		return append(b, "null"...), nil
+	}
+	return appendSpanJSON(b, s, true, 1)
+}
+
 // MarshalSummaryJSON returns the search-result form of s: the full form
 // without "spans", and with "root" reduced to the root record's own fields
 // (method, start_ns, duration_ns, calls, errors, open: no attrs, exception
