@@ -18,7 +18,9 @@ import (
 // agents, telemetrygen --batch=false): N writers each Append-ing 1-span
 // requests with sync=batch. It reports spans/s, the process CPU per span,
 // the data-file bytes per span, the chunks written and the fsyncs made per
-// request.
+// request, the user-mode CPU per span (without the kernel's fsync work)
+// and the threads put to sleep per span (sleeps/span: the hand-offs between
+// goroutines that had to wake a thread).
 // "realistic" spans come from bench.Generator (about 10 records and several
 // unique strings each); "telemetrygen" spans are what `telemetrygen traces
 // --batch=false` sends: one record, a handful of attributes whose values
@@ -69,7 +71,7 @@ func benchAppendSmall(b *testing.B, shape string, reqs [][]*trace.Span, n int) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		b.ResetTimer()
-		start, cpu0 := time.Now(), processCPU()
+		start, cpu0, user0, sleeps0 := time.Now(), processCPU(), processUserCPU(), processSleeps()
 		for w := 0; w < n; w++ {
 			wg.Add(1)
 			go func() {
@@ -87,11 +89,13 @@ func benchAppendSmall(b *testing.B, shape string, reqs [][]*trace.Span, n int) {
 			}()
 		}
 		wg.Wait()
-		elapsed, cpu := time.Since(start), processCPU()-cpu0
+		elapsed, cpu, user, sleeps := time.Since(start), processCPU()-cpu0, processUserCPU()-user0, processSleeps()-sleeps0
 		b.StopTimer()
 		size1, chunks1 := db.dataStats()
 		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "spans/s")
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/span")
+		b.ReportMetric(float64(user.Microseconds())/float64(b.N), "user-µs/span")
+		b.ReportMetric(float64(sleeps)/float64(b.N), "sleeps/span")
 		b.ReportMetric(float64(size1-size0)/float64(b.N), "data-B/span")
 		b.ReportMetric(float64(chunks1-chunks0)/float64(b.N), "chunks/req")
 		_, nsync := syncs.get()

@@ -114,6 +114,28 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// processSleeps is how many times this process's threads have blocked
+// (voluntary context switches, every thread): each is a thread put to
+// sleep and later woken (a futex, a netpoll or a blocking syscall), the
+// cost of a hand-off between goroutines that finds no running thread.
+func processSleeps() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Nvcsw
+}
+
+// processUserCPU is the user-mode part of processCPU: without the kernel's
+// work (the fsyncs, whose cost is the disk's and the file system's).
+func processUserCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano())
+}
+
 func openBenchDB(b *testing.B, o Options) *DB {
 	b.Helper()
 	db, err := Open(context.Background(), b.TempDir(), o)

@@ -97,3 +97,46 @@ func BenchmarkIndexChunks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexChunksGathered indexes the group commits of 2 unbatched
+// writers (chunks of 2 spans of the bench workload) as the indexer does
+// after gathering spans=N of them: one IndexChunks call per gathering.
+// cpu-µs/span is the process's CPU (the text index commit runs in a
+// goroutine of its own).
+func BenchmarkIndexChunksGathered(b *testing.B) {
+	const perChunk, pool = 2, 20_000
+	g := bench.NewGenerator(bench.Workload{Seed: 5})
+	var spans []*trace.Span
+	for len(spans) < pool {
+		spans = append(spans, g.Trace()...)
+	}
+	spans = spans[:pool]
+	for _, gather := range []int{32, 64, 128, 256} {
+		b.Run(fmt.Sprintf("spans=%d", gather), func(b *testing.B) {
+			ix := openTestIndexes(b)
+			proc0 := processCPU()
+			b.ResetTimer()
+			off, next := int64(16), 0
+			for i := 0; i < b.N; i++ {
+				chunks := make([]ChunkSpans, 0, gather/perChunk)
+				for range gather / perChunk {
+					if next+perChunk > len(spans) {
+						// Every pass over the pool indexes new traces.
+						for _, sp := range spans {
+							sp.TraceID[15]++
+						}
+						next = 0
+					}
+					chunks = append(chunks, ChunkSpans{Off: off, Next: off + 1000, Spans: spans[next : next+perChunk]})
+					off += 1000
+					next += perChunk
+				}
+				if err := IndexChunks(ix.meta, ix.text, chunks, true, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-proc0).Nanoseconds())/1e3/float64(b.N*gather), "cpu-µs/span")
+		})
+	}
+}
