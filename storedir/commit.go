@@ -249,7 +249,7 @@ func randomSpanID() trace.SpanID {
 // the indexer's queue: the indexer indexes what is queued and returns.
 func (db *DB) committer() {
 	defer close(db.done)
-	defer close(db.idx.queue)
+	defer db.idx.stop()
 	var batch []*commitReq
 	for {
 		batch = batch[:0]
@@ -510,18 +510,33 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 			}
 		}
 	}
-	last := db.handOff(&part, &res, reqs)
+	// The group's last hand-off is made durable, then numbered and
+	// acknowledged once the indexer's queue has room for it, and only then
+	// queued: the acked mark moves to it before any request is answered (a
+	// read that starts from here on waits for it to be indexed), and the
+	// writers are woken before the indexer may be.
+	job := db.syncPart(&part, &res, reqs)
+	last := db.idx.queued.Load()
+	if job != nil {
+		db.idx.waitRoom()
+		last++
+		job.seq = last
+	}
 	if res.syncs > 0 {
 		db.groups.synced(res.dur)
 	}
 	// Acknowledge: the chunks are durable (under the sync policy) and
-	// queued for indexing; reads that start from here on wait for them.
+	// about to be queued for indexing; reads that start from here on wait
+	// for them.
 	db.idx.acked.Store(last)
 	for i, r := range reqs {
 		if errs[i] == nil {
 			errs[i] = res.err
 		}
 		r.done <- errs[i]
+	}
+	if job != nil {
+		db.idx.put(job)
 	}
 	db.mu.RLock()
 	obs := db.opt.Observer
@@ -536,7 +551,8 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 // release (the group's requests, on its last hand-off) to have their
 // pending slots released once indexed; it returns the job's number. The
 // queue is bounded: when the indexer is that far behind, the committer
-// waits here (backpressure).
+// waits here (backpressure). The last hand-off of a group is syncPart,
+// then its acknowledgement, then the queueing (commitRequests).
 //
 // fsync before indexing: the index databases run without a WAL and Pebble
 // may flush a memtable at any moment, so an index entry can become durable
@@ -546,8 +562,21 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 // indexed: their bytes may not be on disk, the store takes no more writes,
 // and the next open fsyncs and re-indexes what its data file holds.
 func (db *DB) handOff(part *groupPart, res *syncResult, release []*commitReq) uint64 {
+	job := db.syncPart(part, res, release)
+	if job == nil {
+		return db.idx.queued.Load()
+	}
+	job.seq = db.idx.queued.Load() + 1
+	db.idx.put(job)
+	return job.seq
+}
+
+// syncPart makes the chunks of part durable and returns the index job of
+// what was made durable, not yet numbered nor queued; nil when nothing
+// was written since the last hand-off and there is nothing to release.
+func (db *DB) syncPart(part *groupPart, res *syncResult, release []*commitReq) *indexJob {
 	if len(part.ws) == 0 && len(release) == 0 {
-		return db.idx.queued.Load() // nothing written since the last hand-off
+		return nil // nothing written since the last hand-off
 	}
 	var failed map[*Store]bool
 	if db.opt.Sync != SyncNone && len(part.stores) > 0 {
@@ -587,10 +616,7 @@ func (db *DB) handOff(part *groupPart, res *syncResult, release []*commitReq) ui
 		job.runs[n-1].chunks = append(job.runs[n-1].chunks, ChunkSpans{Off: w.off, Next: w.next, Spans: w.spans})
 	}
 	part.ws, part.stores = part.ws[:0], part.stores[:0]
-	job.seq = db.idx.queued.Load() + 1
-	db.idx.queue <- job
-	db.idx.queued.Store(job.seq)
-	return job.seq
+	return job
 }
 
 // SetObserver replaces the write-path observer (metrics). Call it before

@@ -69,8 +69,11 @@
 // watermarks stay below what it missed), the committer rotates to a new
 // store, and the next open re-indexes it from the watermarks; reads may
 // miss its chunks past the failure until then. The indexer's queue holds at most
-// indexQueueJobs hand-offs: when it is full the committer waits
-// (backpressure), so memory stays bounded and the indexing lag short.
+// indexQueueJobs hand-offs, or one gathering of small ones: when it is
+// full the committer waits before it acknowledges (backpressure), so
+// memory stays bounded and the indexing lag short. The committer queues a
+// group's hand-off after answering its requests, and wakes the indexer
+// only for the first job of a gathering and a full one.
 // Before a rotation seals a store, the committer hands off what the group
 // wrote to it so far and waits until the indexer has drained, so a sealed
 // store's indexes, counters and master checksum cover its whole data

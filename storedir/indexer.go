@@ -8,11 +8,13 @@ import (
 	"time"
 )
 
-// indexQueueJobs bounds the index jobs waiting for the indexer: the
-// committer blocks once that many group commits are durable and
-// acknowledged but not yet indexed, so the spans held for indexing stay
-// bounded (at most this many groups, each at most cap(commits) requests)
-// and the indexing lag reads wait out stays a few groups long.
+// indexQueueJobs bounds the index jobs waiting for the indexer beyond a
+// gathering (below): the committer blocks once that many group commits
+// are durable and acknowledged but not yet taken by the indexer, unless
+// they are small enough to be gathered, so the spans held for indexing
+// stay bounded (at most this many groups, each at most cap(commits)
+// requests, or one gathering) and the indexing lag reads wait out stays a
+// few groups long.
 const indexQueueJobs = 4
 
 // The indexer gathers small jobs (group commits of unbatched writers: a
@@ -25,6 +27,12 @@ const indexQueueJobs = 4
 // the committer rotates or stops. Indexing is off the acknowledgement
 // path: the gathering delays only the reads that wait, by the time it
 // takes to index what was gathered.
+//
+// While it gathers the indexer sleeps: the committer queues the jobs of a
+// gathering without waking it (a wake-up costs a futex call and a thread
+// switch per group commit, on the committer's path to the next one), and
+// wakes it only for the first job of a gathering and when the gathering
+// is full.
 const (
 	indexGatherSpans = 64
 	indexGatherJobs  = 64
@@ -65,7 +73,6 @@ type indexRun struct {
 // (waitIndexed): whatever was acknowledged before the read started is
 // found by it.
 type indexPipeline struct {
-	queue   chan *indexJob
 	done    chan struct{} // closed when the indexer has returned
 	queued  atomic.Uint64
 	acked   atomic.Uint64
@@ -78,11 +85,96 @@ type indexPipeline struct {
 	// hurry tells the indexer that a reader waits: it stops gathering
 	// jobs and indexes what it has (a token, buffered: one is enough).
 	hurry chan struct{}
+
+	// The queue: jobs handed off and not yet taken by the indexer, in
+	// order, the spans they hold, and whether the committer has stopped
+	// (no more jobs). Guarded by qmu; room is signalled when the indexer
+	// takes the jobs, wake (a token) when the indexer should look at the
+	// queue: its first job, a full gathering, the stop.
+	qmu       sync.Mutex
+	jobs      []*indexJob
+	jobsSpans int
+	stopped   bool
+	room      *sync.Cond
+	wake      chan struct{}
 }
 
 func newIndexPipeline() *indexPipeline {
-	return &indexPipeline{queue: make(chan *indexJob, indexQueueJobs), done: make(chan struct{}),
-		advanced: make(chan struct{}), hurry: make(chan struct{}, 1)}
+	p := &indexPipeline{done: make(chan struct{}), advanced: make(chan struct{}),
+		hurry: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	p.room = sync.NewCond(&p.qmu)
+	return p
+}
+
+// gatherFull reports whether queued jobs holding spans spans are a full
+// gathering: the indexer indexes them without waiting for more.
+func gatherFull(jobs, spans int) bool {
+	return spans >= indexGatherSpans || jobs >= indexGatherJobs
+}
+
+// waitRoom waits while the queue is full: more than indexQueueJobs jobs
+// not yet taken, unless they are a gathering not yet full (backpressure).
+// Committer only: once it returns, the committer's next put does not wait.
+func (p *indexPipeline) waitRoom() {
+	p.qmu.Lock()
+	for len(p.jobs) >= indexQueueJobs && gatherFull(len(p.jobs), p.jobsSpans) {
+		p.room.Wait()
+	}
+	p.qmu.Unlock()
+}
+
+// put queues job for the indexer (committer only), after waitRoom. It
+// wakes the indexer only for the first job it may be waiting for and for
+// a full gathering.
+func (p *indexPipeline) put(job *indexJob) {
+	p.waitRoom()
+	n := job.spans()
+	p.qmu.Lock()
+	p.jobs = append(p.jobs, job)
+	p.jobsSpans += n
+	notify := len(p.jobs) == 1 || gatherFull(len(p.jobs), p.jobsSpans)
+	p.qmu.Unlock()
+	p.queued.Store(job.seq)
+	if notify {
+		p.poke()
+	}
+}
+
+// poke leaves the indexer a wake token (one is enough).
+func (p *indexPipeline) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop tells the indexer that no more jobs come: it indexes what is queued
+// and returns (committer only, when it stops).
+func (p *indexPipeline) stop() {
+	p.qmu.Lock()
+	p.stopped = true
+	p.qmu.Unlock()
+	p.poke()
+}
+
+// peek returns how many jobs are queued, the spans they hold and whether
+// the committer has stopped.
+func (p *indexPipeline) peek() (jobs, spans int, stopped bool) {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	return len(p.jobs), p.jobsSpans, p.stopped
+}
+
+// take moves the queued jobs into dst (emptied first) and makes room for
+// the committer.
+func (p *indexPipeline) take(dst []*indexJob) []*indexJob {
+	p.qmu.Lock()
+	dst = append(dst[:0], p.jobs...)
+	clear(p.jobs)
+	p.jobs, p.jobsSpans = p.jobs[:0], 0
+	p.room.Broadcast()
+	p.qmu.Unlock()
+	return dst
 }
 
 // advance records that job seq is indexed and wakes the waiting reads.
@@ -144,12 +236,13 @@ func (db *DB) waitDrained() {
 	db.idx.waitFor(context.Background(), db.idx.queued.Load())
 }
 
-// indexer indexes the committer's jobs in order until the queue is closed
-// (the committer closes it when it stops), then returns. Small jobs are
-// gathered first (see indexGatherSpans) and indexed together, runs of
-// consecutive chunks of a store in one batch per index (mergeRuns).
+// indexer indexes the committer's jobs in order until the committer has
+// stopped and every job is indexed, then returns. Small jobs are gathered
+// first (see indexGatherSpans) and indexed together, runs of consecutive
+// chunks of a store in one batch per index (mergeRuns).
 func (db *DB) indexer() {
 	defer close(db.idx.done)
+	p := db.idx
 	delay := db.opt.indexGather
 	if delay == 0 {
 		delay = indexGatherDelay
@@ -157,30 +250,28 @@ func (db *DB) indexer() {
 	timer := time.NewTimer(delay)
 	timer.Stop()
 	var jobs []*indexJob
-	open := true
-	for open {
-		job, ok := <-db.idx.queue
-		if !ok {
-			return
+	for {
+		n, spans, stopped := p.peek()
+		if n == 0 {
+			if stopped {
+				return
+			}
+			<-p.wake
+			continue
 		}
 		if db.opt.beforeIndexJob != nil {
 			db.opt.beforeIndexJob()
 		}
-		jobs = append(jobs[:0], job)
-		spans := job.spans()
-		if spans < indexGatherSpans {
+		if !gatherFull(n, spans) && !stopped {
 			timer.Reset(delay)
 		gather:
-			for spans < indexGatherSpans && len(jobs) < indexGatherJobs {
+			for {
 				select {
-				case j, ok := <-db.idx.queue:
-					if !ok {
-						open = false // stopping: index what is here, then return
+				case <-p.wake: // a full gathering, or the stop
+					if n, spans, stopped = p.peek(); gatherFull(n, spans) || stopped {
 						break gather
 					}
-					jobs = append(jobs, j)
-					spans += j.spans()
-				case <-db.idx.hurry:
+				case <-p.hurry:
 					break gather
 				case <-timer.C:
 					break gather
@@ -188,6 +279,7 @@ func (db *DB) indexer() {
 			}
 			timer.Stop()
 		}
+		jobs = p.take(jobs)
 		for _, r := range mergeRuns(jobs) {
 			db.indexRun(r)
 		}
@@ -196,8 +288,8 @@ func (db *DB) indexer() {
 				db.pending.remove(r.pending)
 			}
 		}
-		db.idx.gathered.Add(1)
-		db.idx.advance(jobs[len(jobs)-1].seq)
+		p.gathered.Add(1)
+		p.advance(jobs[len(jobs)-1].seq)
 		clear(jobs)
 	}
 }

@@ -91,32 +91,43 @@ func TestAcknowledgedBeforeIndexedReadsWait(t *testing.T) {
 }
 
 // TestIndexQueueBackpressure: with the indexer held, the committer
-// acknowledges only as many groups as the indexer's queue holds (plus the
-// one the indexer took); the next request waits until the indexer moves.
+// acknowledges small groups until they make a full gathering
+// (indexGatherSpans spans), and large ones until indexQueueJobs of them
+// wait; the next request waits until the indexer moves.
 func TestIndexQueueBackpressure(t *testing.T) {
-	o, release := heldIndexer(testOptions())
-	o.Sync = SyncBatch
-	db := openTestDB(t, t.TempDir(), o)
-	defer db.Close()
-	defer release()
-	spans := genWorkload(32, indexQueueJobs+2)
-	for i := 0; i <= indexQueueJobs; i++ { // one taken by the indexer, the queue full
-		if err := db.Append(context.Background(), spans[i:i+1]); err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
+	for _, tc := range []struct {
+		name       string
+		per, count int // spans per request, requests acknowledged
+	}{
+		{"small", 1, indexGatherSpans},
+		{"large", indexGatherSpans, indexQueueJobs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, release := heldIndexer(testOptions())
+			o.Sync = SyncBatch
+			db := openTestDB(t, t.TempDir(), o)
+			defer db.Close()
+			defer release()
+			spans := genWorkload(32, tc.per*(tc.count+1))
+			for i := 0; i < tc.count; i++ {
+				if err := db.Append(context.Background(), spans[i*tc.per:(i+1)*tc.per]); err != nil {
+					t.Fatalf("append %d: %v", i, err)
+				}
+			}
+			last := make(chan error, 1)
+			go func() { last <- db.Append(context.Background(), spans[tc.count*tc.per:]) }()
+			select {
+			case err := <-last:
+				t.Fatalf("append past a full index queue returned (%v) while the indexer was held", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			release()
+			if err := <-last; err != nil {
+				t.Fatalf("append after the indexer moved: %v", err)
+			}
+			checkGets(t, db, spans, 1)
+		})
 	}
-	last := make(chan error, 1)
-	go func() { last <- db.Append(context.Background(), spans[indexQueueJobs+1:]) }()
-	select {
-	case err := <-last:
-		t.Fatalf("append past a full index queue returned (%v) while the indexer was held", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	release()
-	if err := <-last; err != nil {
-		t.Fatalf("append after the indexer moved: %v", err)
-	}
-	checkGets(t, db, spans, 1)
 }
 
 // TestReadYourWritesWithLaggingIndexer: concurrent writers each read their
