@@ -46,7 +46,7 @@
 // index (IndexChunks), the text and metadata commits running in parallel —
 // then releases the requests' pending slots (see Versions). Small
 // hand-offs (the group commits of unbatched writers) are gathered first,
-// up to 64 spans or 20 ms, and indexed in one batch per index (a batch of
+// up to 128 spans or 40 ms, and indexed in one batch per index (a batch of
 // two spans costs over twice the CPU per span of one of 32); a read that
 // waits for one of them, a rotation or Close ends the gathering at once. The data file
 // is its log: indexes have no WAL, and whatever they lack past their

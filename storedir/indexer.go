@@ -21,12 +21,15 @@ const indexQueueJobs = 4
 // span or two each) before it indexes them: an index batch costs much
 // more per span when it is small (IndexChunks of the bench workload's
 // spans: 63-76 µs of CPU per span in batches of 2, 39-44 in batches of 8,
-// 26-27 in batches of 32). It takes jobs until they hold indexGatherSpans
-// spans, indexGatherJobs jobs, or indexGatherDelay passed since the first,
-// and at once when a read waits for one of them (waitFor hurries it), when
-// the committer rotates or stops. Indexing is off the acknowledgement
-// path: the gathering delays only the reads that wait, by the time it
-// takes to index what was gathered.
+// 26-27 in batches of 32; BenchmarkIndexChunksGathered, 2-span chunks:
+// 12.0 µs per span gathered by 64, 9.3 by 128, 8.8 by 256). It takes jobs
+// until they hold indexGatherSpans spans, indexGatherJobs jobs, or
+// indexGatherDelay passed since the first (2 unbatched writers at 3-4k
+// spans/s fill a gathering in about that time), and at once when a read
+// waits for one of them (waitFor hurries it), when the committer rotates
+// or stops. Indexing is off the acknowledgement path: the gathering
+// delays only the reads that wait, by the time it takes to index what was
+// gathered (a few milliseconds at most).
 //
 // While it gathers the indexer sleeps: the committer queues the jobs of a
 // gathering without waking it (a wake-up costs a futex call and a thread
@@ -34,9 +37,9 @@ const indexQueueJobs = 4
 // wakes it only for the first job of a gathering and when the gathering
 // is full.
 const (
-	indexGatherSpans = 64
-	indexGatherJobs  = 64
-	indexGatherDelay = 20 * time.Millisecond
+	indexGatherSpans = 128
+	indexGatherJobs  = 128
+	indexGatherDelay = 40 * time.Millisecond
 )
 
 // indexJob is what one hand-off of the committer gives the indexer: the
