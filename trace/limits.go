@@ -153,38 +153,51 @@ func (l IngestLimits) check(sp *Span) error {
 	var n int64
 	sp.Root.Walk(func(r *Record, depth int) bool {
 		n++
-		where := "record " + strconv.FormatInt(n, 10)
 		if n > int64(l.MaxRecordsPerSpan) {
 			err = &LimitError{What: "records", Limit: "max_records_per_span", Value: sp.Root.CountRecords(), Max: int64(l.MaxRecordsPerSpan)}
 			return false
 		}
-		if depth > l.MaxDepth {
-			err = &LimitError{Where: where, What: "levels of nesting", Limit: "max_depth", Value: int64(depth), Max: int64(l.MaxDepth)}
-			return false
-		}
-		if err = l.checkString(where, "method", r.Method); err != nil {
-			return false
-		}
-		if err = l.checkAttrs(where, r.Attrs); err != nil {
-			return false
-		}
-		for ex := r.Exception; ex != nil; ex = ex.Cause {
-			for _, f := range [...]struct{ what, s string }{{"exception class", ex.Class}, {"exception message", ex.Message}} {
-				if err = l.checkString(where, f.what, f.s); err != nil {
-					return false
-				}
+		// checkRecord names no place: a failure is named "record n" here,
+		// so that a record that passes costs no message.
+		if err = l.checkRecord(r, depth); err != nil {
+			if le, ok := err.(*LimitError); ok {
+				le.Where = "record " + strconv.FormatInt(n, 10)
 			}
-			for _, fr := range ex.Stack {
-				for _, s := range [...]string{fr.Class, fr.Method, fr.File} {
-					if err = l.checkString(where, "stack frame", s); err != nil {
-						return false
-					}
-				}
-			}
+			return false
 		}
 		return true
 	})
 	return err
+}
+
+// checkRecord checks one record of a span, at depth, against l; its
+// error's Where is left empty for check to fill.
+func (l IngestLimits) checkRecord(r *Record, depth int) error {
+	const where = ""
+	if depth > l.MaxDepth {
+		return &LimitError{Where: where, What: "levels of nesting", Limit: "max_depth", Value: int64(depth), Max: int64(l.MaxDepth)}
+	}
+	if err := l.checkString(where, "method", r.Method); err != nil {
+		return err
+	}
+	if err := l.checkAttrs(where, r.Attrs); err != nil {
+		return err
+	}
+	for ex := r.Exception; ex != nil; ex = ex.Cause {
+		for _, f := range [...]struct{ what, s string }{{"exception class", ex.Class}, {"exception message", ex.Message}} {
+			if err := l.checkString(where, f.what, f.s); err != nil {
+				return err
+			}
+		}
+		for _, fr := range ex.Stack {
+			for _, s := range [...]string{fr.Class, fr.Method, fr.File} {
+				if err := l.checkString(where, "stack frame", s); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (l IngestLimits) checkString(where, what, s string) error {
@@ -200,40 +213,12 @@ func (l IngestLimits) checkString(where, what, s string) error {
 // every key and string value against MaxStringSize.
 func (l IngestLimits) checkAttrs(where string, attrs Attrs) error {
 	n := int64(len(attrs))
-	var walk func(v Value, key string) error
-	walk = func(v Value, key string) error {
-		switch v.Kind {
-		case KindString:
-			if len(v.Str) <= l.MaxStringSize { // the message is built only for an error
-				return nil
-			}
-			return l.checkString(where, "attribute "+strconv.Quote(truncateKey(key))+" value", v.Str)
-		case KindList:
-			n += int64(len(v.List))
-			for _, e := range v.List {
-				if err := walk(e, key); err != nil {
-					return err
-				}
-			}
-		case KindMap:
-			n += int64(len(v.Map))
-			for _, e := range v.Map {
-				if len(e.Key) > l.MaxStringSize {
-					return l.checkString(where, "attribute "+strconv.Quote(truncateKey(key))+" map key", e.Key)
-				}
-				if err := walk(e.Value, key); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
 	if n <= int64(l.MaxAttrs) {
 		for _, a := range attrs {
 			if err := l.checkString(where, "attribute key", a.Key); err != nil {
 				return err
 			}
-			if err := walk(a.Value, a.Key); err != nil {
+			if err := l.checkValue(where, a.Value, a.Key, &n); err != nil {
 				return err
 			}
 			if n > int64(l.MaxAttrs) {
@@ -243,6 +228,38 @@ func (l IngestLimits) checkAttrs(where string, attrs Attrs) error {
 	}
 	if n > int64(l.MaxAttrs) {
 		return &LimitError{Where: where, What: "attributes", Limit: "max_attrs", Value: n, Max: int64(l.MaxAttrs)}
+	}
+	return nil
+}
+
+// checkValue checks the value v of attribute key (and its nested elements
+// and entries, which it adds to *n) against MaxStringSize. A method, not a
+// closure: checkAttrs runs for every record, and a recursive closure is
+// allocated on each call.
+func (l IngestLimits) checkValue(where string, v Value, key string, n *int64) error {
+	switch v.Kind {
+	case KindString:
+		if len(v.Str) <= l.MaxStringSize { // the message is built only for an error
+			return nil
+		}
+		return l.checkString(where, "attribute "+strconv.Quote(truncateKey(key))+" value", v.Str)
+	case KindList:
+		*n += int64(len(v.List))
+		for _, e := range v.List {
+			if err := l.checkValue(where, e, key, n); err != nil {
+				return err
+			}
+		}
+	case KindMap:
+		*n += int64(len(v.Map))
+		for _, e := range v.Map {
+			if len(e.Key) > l.MaxStringSize {
+				return l.checkString(where, "attribute "+strconv.Quote(truncateKey(key))+" map key", e.Key)
+			}
+			if err := l.checkValue(where, e.Value, key, n); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
