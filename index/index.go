@@ -319,6 +319,12 @@ func (ix *Index) Flush() error { return ix.db.FlushMemtable() }
 // (tests, benchmarks and `verify` use it to measure the settled size).
 func (ix *Index) Compact() error { return ix.db.CompactAll() }
 
+// Settle compacts a small index with tables in L0 whole into its last
+// level (kv.DB.Settle); a store does it at close.
+func (ix *Index) Settle(minL0, maxBytes, room uint64) (bool, error) {
+	return ix.db.Settle(minL0, maxBytes, room)
+}
+
 // Checkpoint writes a consistent copy of the index as of now into dir
 // (which must not exist); see kv.DB.CheckpointTo.
 func (ix *Index) Checkpoint(dir string) error { return ix.db.CheckpointTo(dir) }

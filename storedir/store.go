@@ -944,6 +944,34 @@ func (s *Store) seal() error {
 	return s.writeProps()
 }
 
+// settleIndexMaxBytes is the largest index a store compacts whole at close
+// (kv.DB.Settle): a few seconds of CPU at most; settleIndexMinL0 the least
+// L0 worth it (a store of a few thousand spans has a few KB there, and the
+// compaction's file syncs would cost more than they save).
+const (
+	settleIndexMaxBytes = 64 << 20
+	settleIndexMinL0    = 1 << 20
+)
+
+// settleIndexes compacts, after the final flush of a close, each index that
+// is small and has tables in L0 (kv.DB.Settle) into its last level, with
+// room free bytes of disk for the copies: a store written to less than a
+// few million spans rests with its indexes zstd-compressed.
+func (s *Store) settleIndexes(room uint64) error {
+	metaDone, err := s.meta.Settle(settleIndexMinL0, settleIndexMaxBytes, room)
+	if err != nil {
+		return fmt.Errorf("store %s: compact metadata index: %w", s.dir, err)
+	}
+	textDone, err := s.text.Settle(settleIndexMinL0, settleIndexMaxBytes, room)
+	if err != nil {
+		return fmt.Errorf("store %s: compact text index: %w", s.dir, err)
+	}
+	if metaDone || textDone {
+		s.log.Debug("compacted the indexes at close", "meta", metaDone, "text", textDone)
+	}
+	return nil
+}
+
 func (s *Store) flushIndexes() error {
 	if err := s.meta.Flush(); err != nil {
 		return fmt.Errorf("store %s: flush metadata index: %w", s.dir, err)
@@ -1003,6 +1031,11 @@ func (s *Store) closeBy(deadline time.Time) error {
 		s.log.Warn("index flush failed at close; the next start re-indexes from the watermarks", "err", err)
 	} else {
 		flushed = true
+		if free, _, ok := freeBytes(s.dir); ok && free > closeMinFree {
+			if err := within(deadline, func() error { return s.settleIndexes(free - closeMinFree) }); err != nil {
+				s.log.Warn("compacting the indexes at close failed; they stay as flushed", "err", err)
+			}
+		}
 	}
 	if err := s.data.Sync(); err != nil {
 		errs = append(errs, fmt.Errorf("store %s: sync: %w", s.dir, err))

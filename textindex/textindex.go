@@ -335,6 +335,13 @@ func (ix *Index) Compact() error {
 	return ix.db.CompactAll()
 }
 
+// Settle compacts a small index with tables in L0 whole into its last
+// level (kv.DB.Settle); a store does it at close.
+func (ix *Index) Settle(minL0, maxBytes, room uint64) (bool, error) {
+	ix.dropWriterReader()
+	return ix.db.Settle(minL0, maxBytes, room)
+}
+
 // Compaction returns the index's compaction debt and running flushes and
 // compactions (zero once closed).
 func (ix *Index) Compaction() kv.Compaction { return ix.db.Compaction() }

@@ -90,3 +90,53 @@ func TestDBLifecycle(t *testing.T) {
 		t.Fatalf("read-only index without a format record: %v, want %v", err, errTestNoIndex)
 	}
 }
+
+// TestSettle: Settle compacts a small index with tables in L0 into its
+// last level and keeps every key; it leaves
+// alone an index larger than maxBytes, one with too little disk room for a
+// copy, one with less than minL0 bytes in L0, and one with nothing there.
+func TestSettle(t *testing.T) {
+	db, err := openTestDB(t, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(nil)
+	for f := 0; f < 3; f++ {
+		flushSpanningTable(t, db.DB, f) // 3 tables in L0, under the compaction threshold
+	}
+	levels := func() (l0, last int64) {
+		m := db.Metrics()
+		return m.Levels[0].NumFiles, m.Levels[len(m.Levels)-1].NumFiles
+	}
+	if l0, _ := levels(); l0 != 3 {
+		t.Fatalf("%d tables in L0 before, want 3", l0)
+	}
+	for _, tc := range []struct {
+		name                  string
+		minL0, maxBytes, room uint64
+	}{{"larger than maxBytes", 1, 1 << 10, 1 << 30}, {"no room for a copy", 1, 64 << 20, 1 << 10},
+		{"less than minL0 in L0", 1 << 20, 64 << 20, 1 << 30}} {
+		if done, err := db.Settle(tc.minL0, tc.maxBytes, tc.room); err != nil || done {
+			t.Fatalf("%s: Settle = %v, %v; want nothing done", tc.name, done, err)
+		}
+		if l0, _ := levels(); l0 != 3 {
+			t.Fatalf("%s: %d tables in L0, want the 3 left alone", tc.name, l0)
+		}
+	}
+	if done, err := db.Settle(1, 64<<20, 1<<30); err != nil || !done {
+		t.Fatalf("Settle = %v, %v; want the index compacted", done, err)
+	}
+	if l0, last := levels(); l0 != 0 || last == 0 {
+		t.Fatalf("after Settle: %d tables in L0, %d in the last level; want 0 and some", l0, last)
+	}
+	for f := 0; f < 3; f++ {
+		for i := 0; i < 200; i += 37 {
+			if v, ok, err := db.Value([]byte{byte(i), byte(f)}); err != nil || !ok || len(v) != 100 {
+				t.Fatalf("key %d/%d after Settle: %d bytes, %v, %v", i, f, len(v), ok, err)
+			}
+		}
+	}
+	if done, err := db.Settle(1, 64<<20, 1<<30); err != nil || done {
+		t.Fatalf("second Settle = %v, %v; want nothing to do (L0 empty)", done, err)
+	}
+}
