@@ -134,8 +134,10 @@ type Config struct {
 	Recover RecoverFunc
 
 	// ProfileDir, when set (with Pprof), receives the daemon's CPU profile
-	// of the ingest phase and of the read phases and its heap profile after
-	// ingest, each CPU profile covering up to ProfileSeconds (default 30).
+	// of the ingest phase, of the unbatched phase and of the read phases and
+	// its heap profile after ingest, each CPU profile covering up to
+	// ProfileSeconds (default 30), and a runtime execution trace of the
+	// unbatched phase (unbatched.trace, up to 2 s).
 	ProfileDir     string
 	ProfileSeconds int
 
@@ -1020,13 +1022,36 @@ func (r *runner) saveProfile(ctx context.Context, path, name string) error {
 }
 
 // profiled runs fn under a daemon CPU profile named phase when profiles
-// were asked for.
+// were asked for. The unbatched phase also gets a runtime execution trace
+// of the daemon (unbatched.trace, for go tool trace) from a quarter into
+// the phase, half of it long and at most 2 s: where the wall time of each
+// group commit goes (the hand-offs between goroutines, the fdatasync, the
+// waits) which a CPU profile does not show.
 func (r *runner) profiled(ctx context.Context, phase string, fn func() error) error {
 	if !r.canProfile() {
 		return fn()
 	}
 	stop := r.startCPUProfile(ctx, phase)
+	traced := make(chan error, 1)
+	if phase == PhaseUnbatched {
+		go func() {
+			d := r.cfg.UnbatchedFor
+			select {
+			case <-time.After(d / 4):
+			case <-ctx.Done():
+				traced <- ctx.Err()
+				return
+			}
+			secs := min(d/2, 2*time.Second).Seconds()
+			traced <- r.saveProfile(ctx, "/debug/pprof/trace?seconds="+strconv.FormatFloat(secs, 'f', 3, 64), phase+".trace")
+		}()
+	} else {
+		traced <- nil
+	}
 	err := fn()
+	if terr := <-traced; err == nil {
+		err = terr
+	}
 	if perr := stop(); err == nil {
 		err = perr
 	}

@@ -109,7 +109,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if rep.WriteMBPerS <= 0 || rep.CompressMBPerS <= 0 || rep.IngestDaemonCPUSeconds <= 0 {
 		t.Errorf("limits or CPU not measured: %+v %+v cpu %v", rep.DiskLimits, rep.CodecLimits, rep.IngestDaemonCPUSeconds)
 	}
-	for _, name := range []string{"ingest.cpu.pprof", "ingest.heap.pprof", "read.cpu.pprof"} {
+	for _, name := range []string{"ingest.cpu.pprof", "ingest.heap.pprof", "unbatched.cpu.pprof", "unbatched.trace", "read.cpu.pprof"} {
 		if fi, err := os.Stat(filepath.Join(work, "prof", name)); err != nil || fi.Size() == 0 {
 			t.Errorf("daemon profile %s: %v", name, err)
 		}

@@ -122,7 +122,7 @@ CPU time per span (utime+stime from /proc; a running daemon needs
 	f.StringVar(&cfg.Sync, "sync", "batch", "sync policy of the started daemon: batch, always or none")
 	f.StringVar(&cfg.ExtraConfig, "daemon-config", "", "extra TOML lines for the started daemon's config")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof/ in the started daemon")
-	f.StringVar(&profileDir, "daemon-profile", "", "save the daemon's CPU profiles of the ingest, unbatched and read phases and its heap profile here (turns on --pprof)")
+	f.StringVar(&profileDir, "daemon-profile", "", "save the daemon's CPU profiles of the ingest, unbatched and read phases, its heap profile and a runtime trace of the unbatched phase (unbatched.trace, for go tool trace) here (turns on --pprof)")
 	f.IntVar(&cfg.ProfileSeconds, "profile-seconds", 30, "length of each daemon CPU profile")
 	f.Uint64Var(&cfg.Workload.Seed, "seed", 1, "workload seed: equal seeds send equal traffic")
 	f.IntVar(&cfg.Spans, "spans", 200_000, "spans to ingest")
