@@ -117,9 +117,10 @@ type Options struct {
 	// replayCheckpoint and replayed: see storeOptions (tests only).
 	replayCheckpoint int64
 	replayed         func(next int64)
-	// syncCatchUp, catchUpBatch: see storeOptions (tests only).
+	// syncCatchUp, catchUpBatch, settleMinL0: see storeOptions (tests only).
 	syncCatchUp  int64
 	catchUpBatch int
+	settleMinL0  uint64
 	// beforeIndexJob, if set, is called by the indexer when it takes a job
 	// to start a round (tests only: they hold the indexer back).
 	beforeIndexJob func()
@@ -322,7 +323,7 @@ func unlockDir(f *os.File) {
 func (db *DB) storeOptions() storeOptions {
 	return storeOptions{fs: db.opt.FS, chunk: db.opt.Chunk, limits: db.opt.Limits, log: db.log, now: db.opt.Now,
 		checkpoint: db.opt.replayCheckpoint, replayed: db.opt.replayed, readOnly: db.readOnly != "",
-		maxStoreSize: db.opt.MaxStoreSize, syncCatchUp: db.opt.syncCatchUp, catchUpBatch: db.opt.catchUpBatch,
+		maxStoreSize: db.opt.MaxStoreSize, syncCatchUp: db.opt.syncCatchUp, catchUpBatch: db.opt.catchUpBatch, settleMinL0: db.opt.settleMinL0,
 		indexCache: db.indexCache}
 }
 

@@ -65,6 +65,8 @@ type Store struct {
 	// indexCache is the block cache meta and text are opened with (shared
 	// by the DB's stores; nil: their own).
 	indexCache *pebble.Cache
+	// settleMinL0 is the least L0 an index settles at close (settleIndexes).
+	settleMinL0 uint64
 
 	// refs guards against closing a store (retention) while readers use it:
 	// readers hold it shared, close takes it exclusively.
@@ -163,6 +165,16 @@ type storeOptions struct {
 	// indexCache is the block cache the store's indexes share with the
 	// other stores' (nil: each index has its own).
 	indexCache *pebble.Cache
+	// settleMinL0 is the least L0 an index settles at close
+	// (settleIndexMinL0 unless a test sets it).
+	settleMinL0 uint64
+}
+
+func (o storeOptions) settleMinL0Bytes() uint64 {
+	if o.settleMinL0 == 0 {
+		return settleIndexMinL0
+	}
+	return o.settleMinL0
 }
 
 // replayCheckpointBytes is how much of the data file catchUp re-indexes
@@ -207,7 +219,8 @@ func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
 		data.Close()
 		return nil, err
 	}
-	s := &Store{id: id, dir: dir, log: opt.log.With("store", StoreName(id)), data: data, props: props, indexCache: opt.indexCache}
+	s := &Store{id: id, dir: dir, log: opt.log.With("store", StoreName(id)), data: data, props: props, indexCache: opt.indexCache,
+		settleMinL0: opt.settleMinL0Bytes()}
 	if err := s.openIndexes(); err != nil {
 		data.Close()
 		return nil, err
@@ -281,7 +294,7 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 				dir, data.Options(), want, chunk.ErrBadHeader)
 		}
 	}
-	s := &Store{id: id, dir: dir, log: log, data: data, props: props, indexCache: opt.indexCache,
+	s := &Store{id: id, dir: dir, log: log, data: data, props: props, indexCache: opt.indexCache, settleMinL0: opt.settleMinL0Bytes(),
 		firstNS: props.FirstTraceNS, lastNS: props.LastTraceNS, chunks: props.Chunks, readOnly: opt.readOnly}
 	if props.Compression == "" {
 		s.props.Compression = data.Options().Compression.String()
@@ -958,11 +971,11 @@ const (
 // room free bytes of disk for the copies: a store written to less than a
 // few million spans rests with its indexes zstd-compressed.
 func (s *Store) settleIndexes(room uint64) error {
-	metaDone, err := s.meta.Settle(settleIndexMinL0, settleIndexMaxBytes, room)
+	metaDone, err := s.meta.Settle(s.settleMinL0, settleIndexMaxBytes, room)
 	if err != nil {
 		return fmt.Errorf("store %s: compact metadata index: %w", s.dir, err)
 	}
-	textDone, err := s.text.Settle(settleIndexMinL0, settleIndexMaxBytes, room)
+	textDone, err := s.text.Settle(s.settleMinL0, settleIndexMaxBytes, room)
 	if err != nil {
 		return fmt.Errorf("store %s: compact text index: %w", s.dir, err)
 	}

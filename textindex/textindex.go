@@ -335,6 +335,9 @@ func (ix *Index) Compact() error {
 	return ix.db.CompactAll()
 }
 
+// L0Tables returns how many flushed tables wait in the index's L0.
+func (ix *Index) L0Tables() int64 { return ix.db.L0Tables() }
+
 // Settle compacts a small index with tables in L0 whole into its last
 // level (kv.DB.Settle); a store does it at close.
 func (ix *Index) Settle(minL0, maxBytes, room uint64) (bool, error) {

@@ -178,6 +178,15 @@ func (d *DB) Settle(minL0, maxBytes, room uint64) (compacted bool, err error) {
 	return compacted, err
 }
 
+// L0Tables returns how many tables the index's L0 holds (0 once closed).
+func (d *DB) L0Tables() int64 {
+	if d.Acquire() != nil {
+		return 0
+	}
+	defer d.Release()
+	return d.DB.Metrics().Levels[0].NumFiles
+}
+
 // CheckpointTo writes a consistent copy of the index as of now into dir
 // (which must not exist): Pebble's checkpoint, its tables hard-linked where
 // the file system allows. The copy opens like any index directory; the
