@@ -21,6 +21,11 @@
 //     and allocates a part of it. A Frames keeps no stored bytes; the
 //     frames it decodes later are read from the file again (a chunk never
 //     changes once appended) and checked by their own content checksum.
+//     A reader that kept a chunk's Layout (Frames.Layout) reads it again
+//     with File.ReadFramesKnown: its header and only the frames it
+//     decodes, each checked by its content checksum, not the whole chunk
+//     and its CRC-32; a header other than the one kept, or a first frame
+//     that does not decode, sends it back to ReadFrames.
 //   - Scanner: a sequential reader over any io.ReaderAt, used by recovery and
 //     verify. It reports every bad region (bad magic, sizes out of bounds,
 //     checksum or decompression failure, truncated tail, invalid payload) and

@@ -298,6 +298,18 @@ func parseChunkHeader(b []byte) chunkHeader {
 	}
 }
 
+// put writes h as parseChunkHeader reads it into b[:ChunkHeaderSize].
+func (h chunkHeader) put(b []byte) {
+	csize := h.stored
+	if h.raw {
+		csize |= rawBit
+	}
+	binary.BigEndian.PutUint32(b[0:4], h.magic)
+	binary.BigEndian.PutUint32(b[4:8], csize)
+	binary.BigEndian.PutUint32(b[8:12], h.lsize)
+	binary.BigEndian.PutUint32(b[12:16], h.cksum)
+}
+
 // verbatim reports whether the stored bytes are the payload.
 func (h chunkHeader) verbatim(opt Options) bool { return h.raw || opt.Compression == None }
 

@@ -34,6 +34,7 @@ type Frames struct {
 	whole  []byte // the whole payload, once built
 	frames []zstdFrameLoc
 	bufs   [][]byte // bufs[k] is frame k's payload bytes, once decoded
+	layout *Layout  // of a chunk of several frames ReadFrames read whole
 }
 
 // ReadFrames reads the chunk at off as ReadChunk does, but decompresses
@@ -51,7 +52,108 @@ func (f *File) ReadFrames(off int64) (*Frames, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", f.path, err)
 	}
+	fr.reread = f.rereadFunc(off)
+	return fr, next, nil
+}
+
+// Layout is what reading a chunk stored as several zstd frames taught a
+// reader about it: its header and where each frame lies in its stored
+// bytes and in its payload. A reader that keeps it (Frames.Layout) reads
+// the chunk again with ReadFramesKnown, which reads the stored bytes of
+// only the frames it decodes instead of the whole chunk. A Layout is
+// small (16 bytes plus 8 a frame) and never changes.
+type Layout struct {
+	hdr [ChunkHeaderSize]byte
+	// ends[k] is where frame k ends: stored bytes in the low 32 bits,
+	// payload bytes in the high 32 (each frame starts where the one
+	// before ends, the first at 0).
+	ends []uint64
+}
+
+// Size is the memory a Layout holds, in bytes.
+func (l *Layout) Size() int { return ChunkHeaderSize + 24 + 8*len(l.ends) }
+
+func (l *Layout) frames() []zstdFrameLoc {
+	out := make([]zstdFrameLoc, len(l.ends))
+	var storedAt, at int
+	for k, e := range l.ends {
+		out[k] = zstdFrameLoc{storedAt: storedAt, storedEnd: int(uint32(e)), at: at, end: int(e >> 32)}
+		storedAt, at = out[k].storedEnd, out[k].end
+	}
+	return out
+}
+
+// Layout returns the chunk's layout for ReadFramesKnown, or nil for a
+// chunk decoded whole (one frame, another codec, stored raw) or read by
+// ReadFramesKnown (whose caller has it).
+func (c *Frames) Layout() *Layout { return c.layout }
+
+// ReadFramesKnown is ReadFrames for a chunk read before, whose layout l
+// the caller kept from an earlier Frames of the same file and offset (a
+// chunk never changes once appended). It reads the chunk's header and its
+// first frame's stored bytes, not the whole chunk, and so does not check
+// the chunk's CRC-32: every frame it or a later Fill decodes is checked
+// by its content checksum (XXH64), as ReadFrames's later Fills are. A
+// header that differs from l's or a first frame that does not decode is
+// not trusted: the chunk is then read and checked whole by ReadFrames,
+// whose result (a *CorruptionError for a damaged chunk) is returned.
+func (f *File) ReadFramesKnown(off int64, l *Layout) (*Frames, int64, error) {
+	if f.closed.Load() {
+		return nil, 0, ErrClosed
+	}
+	fr, next, ok := readFramesKnownAt(f.osf, f.size.Load(), off, l)
+	if !ok {
+		return f.ReadFrames(off)
+	}
+	fr.reread = f.rereadFunc(off)
+	return fr, next, nil
+}
+
+// ReadFramesKnownAt is File.ReadFramesKnown over a data file of the given
+// size read through r.
+func ReadFramesKnownAt(r io.ReaderAt, size int64, opt Options, off int64, l *Layout) (*Frames, int64, error) {
+	fr, next, ok := readFramesKnownAt(r, size, off, l)
+	if !ok {
+		return ReadFramesAt(r, size, opt, off)
+	}
 	fr.reread = func(b []byte, at int64) error {
+		if err := readFull(r, b, at); err != nil {
+			return readError(off, err)
+		}
+		return nil
+	}
+	return fr, next, nil
+}
+
+// readFramesKnownAt reads the header and first frame of the chunk at off
+// whose layout is l and decodes the frame; ok is false when the chunk
+// must be read whole instead (a header other than l's, a first frame
+// that does not read or decode, a chunk past size). The Frames has no
+// reread function yet.
+func readFramesKnownAt(r io.ReaderAt, size int64, off int64, l *Layout) (fr *Frames, next int64, ok bool) {
+	h := parseChunkHeader(l.hdr[:])
+	next = off + ChunkHeaderSize + int64(h.stored)
+	if off < HeaderSize || next > size || len(l.ends) < 2 {
+		return nil, 0, false
+	}
+	frames := l.frames()
+	bp := storedBufs.Get().(*[]byte)
+	defer putStoredBuf(bp)
+	*bp = grow(*bp, ChunkHeaderSize+frames[0].storedEnd)
+	b := *bp
+	if err := readFull(r, b, off); err != nil || [ChunkHeaderSize]byte(b[:ChunkHeaderSize]) != l.hdr {
+		return nil, 0, false
+	}
+	fr = &Frames{off: off, size: int(h.lsize), frames: frames, bufs: make([][]byte, len(frames))}
+	if _, err := fr.frame(0, b[ChunkHeaderSize:]); err != nil {
+		return nil, 0, false
+	}
+	return fr, next, true
+}
+
+// rereadFunc is the reread function of a Frames of the chunk at off.
+func (f *File) rereadFunc(off int64) func(b []byte, at int64) error {
+	return func(b []byte, at int64) error {
 		if f.closed.Load() {
 			return ErrClosed
 		}
@@ -60,7 +162,6 @@ func (f *File) ReadFrames(off int64) (*Frames, int64, error) {
 		}
 		return nil
 	}
-	return fr, next, nil
 }
 
 // ReadFramesAt is File.ReadFrames over a data file of the given size read
@@ -111,6 +212,12 @@ func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]
 	if _, err := fr.frame(0, stored); err != nil {
 		return nil, 0, err
 	}
+	l := &Layout{ends: make([]uint64, len(frames))}
+	h.put(l.hdr[:])
+	for k, z := range frames {
+		l.ends[k] = uint64(z.end)<<32 | uint64(z.storedEnd)
+	}
+	fr.layout = l
 	return fr, next, nil
 }
 

@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -254,5 +257,142 @@ func TestFramesFileClosed(t *testing.T) {
 	}
 	if b, base, err := fr.Fill(40_000, 41_000); err != nil || !bytes.Equal(b, payload[base:base+len(b)]) {
 		t.Fatalf("Fill of a decoded frame after Close: %v", err)
+	}
+}
+
+// countingFS counts the bytes its files read.
+type countingFS struct {
+	OSFS
+	read *atomic.Int64
+}
+
+func (c countingFS) OpenFile(name string, flag int, perm fs.FileMode) (OSFile, error) {
+	f, err := c.OSFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return countingFile{f, c.read}, nil
+}
+
+type countingFile struct {
+	OSFile
+	read *atomic.Int64
+}
+
+func (c countingFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.OSFile.ReadAt(b, off)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// TestReadFramesKnown: a chunk read again with the Layout of an earlier
+// ReadFrames reads its header and first frame only, and fills every range
+// as before; a frame damaged on disk since is a Decompress corruption when
+// it is filled (its XXH64), and the others still read; a damaged first
+// frame or header is not trusted: the chunk is read whole and its CRC-32
+// mismatch reported, as ReadFrames reports it. A chunk decoded whole has
+// no Layout.
+func TestReadFramesKnown(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 19))
+	payload := cborTrace(rng, 120_000)
+	opt := Options{Zstd, true}
+	path := t.TempDir() + "/traces.zts"
+	var read atomic.Int64
+	f, err := CreateFS(countingFS{read: &read}, path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := EncodeFrames(payload, []int{30_000, 60_000, 90_000}, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := f.AppendEncoded(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := EncodeFrames(payload[:5000], nil, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneOff, err := f.AppendEncoded(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr, _, err := f.ReadFrames(oneOff); err != nil || fr.Layout() != nil {
+		t.Fatalf("a chunk of one frame: %v, layout %v; want none", err, fr.Layout())
+	}
+	first, _, err := f.ReadFrames(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := first.Layout()
+	if l == nil || len(l.ends) != 4 {
+		t.Fatalf("layout %+v, want 4 frames", l)
+	}
+	frames, err := zstdFrames(c.Bytes()[ChunkHeaderSize:], len(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read.Store(0)
+	fr, next, err := f.ReadFramesKnown(off, l)
+	if err != nil || next != off+c.Len() {
+		t.Fatalf("ReadFramesKnown: %v, next %d, want %d", err, next, off+c.Len())
+	}
+	if got, want := read.Load(), int64(ChunkHeaderSize+frames[0].storedEnd); got != want {
+		t.Fatalf("ReadFramesKnown read %d bytes, want %d (header and first frame)", got, want)
+	}
+	if fr.Layout() != nil || fr.Frames() != 4 || !fr.Decoded(0) || fr.Decoded(1) {
+		t.Fatalf("ReadFramesKnown: layout %v, %d frames, decoded %v %v", fr.Layout(), fr.Frames(), fr.Decoded(0), fr.Decoded(1))
+	}
+	for _, r := range [][2]int{{0, 10}, {31_000, 32_000}, {59_000, 61_000}, {119_000, 120_000}} {
+		b, base, err := fr.Fill(r[0], r[1])
+		if err != nil || !bytes.Equal(b, payload[base:base+len(b)]) || base > r[0] || base+len(b) < r[1] {
+			t.Fatalf("Fill(%d, %d): bytes %d to %d, %v", r[0], r[1], base, base+len(b), err)
+		}
+	}
+
+	damage := func(at int64, b []byte) {
+		t.Helper()
+		w, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if _, err := w.WriteAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Frame 2 damaged: read anyway, its Fill fails, the others read.
+	damage(off+ChunkHeaderSize+int64(frames[2].storedAt+frames[2].storedEnd)/2, []byte{0x5a, 0xa5, 0x5a, 0xa5})
+	fr, _, err = f.ReadFramesKnown(off, l)
+	if err != nil {
+		t.Fatalf("ReadFramesKnown with frame 2 damaged: %v", err)
+	}
+	var ce *CorruptionError
+	if _, _, err := fr.Fill(61_000, 62_000); !errors.As(err, &ce) || ce.Reason != Decompress || ce.Offset != off {
+		t.Fatalf("Fill of damaged frame 2: %v; want a Decompress corruption at %d", err, off)
+	}
+	if b, base, err := fr.Fill(95_000, 96_000); err != nil || !bytes.Equal(b, payload[base:base+len(b)]) {
+		t.Fatalf("Fill of frame 3: %v", err)
+	}
+	// Frame 0 damaged: read whole, the CRC-32 mismatch reported.
+	damage(off+ChunkHeaderSize+int64(frames[0].storedEnd)/2, []byte{0x5a, 0xa5, 0x5a, 0xa5})
+	if _, _, err := f.ReadFramesKnown(off, l); !errors.As(err, &ce) || ce.Reason != Checksum || ce.Offset != off {
+		t.Fatalf("ReadFramesKnown with frame 0 damaged: %v; want a checksum mismatch at %d", err, off)
+	}
+	// A header that is not the one the layout holds: read whole.
+	hb := c.Bytes()[:ChunkHeaderSize]
+	bad := append([]byte(nil), hb...)
+	bad[13] ^= 0x40 // its CRC-32
+	damage(off, bad)
+	if _, _, err := f.ReadFramesKnown(off, l); !errors.As(err, &ce) || ce.Reason != Checksum || ce.Offset != off {
+		t.Fatalf("ReadFramesKnown with another header: %v; want a checksum mismatch at %d", err, off)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.ReadFramesKnown(off, l); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ReadFramesKnown after Close: %v, want ErrClosed", err)
 	}
 }

@@ -145,6 +145,21 @@ func FuzzReadChunk(f *testing.F) {
 		if (ferr == nil) != (err == nil) || (err == nil && (fnext != next || !bytes.Equal(whole, p))) {
 			t.Fatalf("chunk at %d: ReadChunkAt %v, ReadFramesAt and Fill %v", off, err, ferr)
 		}
+		// Read again with the layout ReadFramesAt learnt, every frame
+		// filled alone agrees too.
+		if ferr == nil && fr.Layout() != nil {
+			l := fr.Layout()
+			kr, knext, kerr := ReadFramesKnownAt(bytes.NewReader(data), int64(len(data)), opt, off, l)
+			if kerr != nil || knext != next || kr.Frames() != fr.Frames() {
+				t.Fatalf("chunk at %d: ReadFramesKnownAt: %v, next %d (want %d), %d frames (want %d)", off, kerr, knext, next, kr.Frames(), fr.Frames())
+			}
+			for _, f := range kr.frames {
+				b, base, kerr := kr.Fill(f.at, f.end)
+				if kerr != nil || base != f.at || !bytes.Equal(b, p[f.at:f.end]) {
+					t.Fatalf("chunk at %d: known layout, Fill(%d, %d) = bytes %d to %d, %v", off, f.at, f.end, base, base+len(b), kerr)
+				}
+			}
+		}
 		if err != nil {
 			var ce *CorruptionError
 			if errors.As(err, &ce) {

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 
+	"github.com/ztsd/ztsd/chunk"
+
 	"github.com/ztsd/ztsd/trace"
 )
 
@@ -18,6 +20,25 @@ import (
 type chunkCache = storeLRU[*trace.ChunkView]
 
 func newChunkCache(max int) *chunkCache { return newStoreLRU[*trace.ChunkView](max) }
+
+// layoutCache keeps the layouts (chunk.Layout: header and frame bounds,
+// ~100-200 bytes each) of the local chunks stored as several zstd frames
+// that a read has read whole and checked (CRC-32, frame layout), by
+// (store key, chunk offset). A chunk never changes once appended, so a
+// later read of the same chunk (a get whose chunk left the chunk cache:
+// at 10M spans almost every get) reads its header and the frames it
+// decodes (chunk.File.ReadFramesKnown), each checked by its content
+// checksum, instead of the whole chunk (~95 KB of a 500-span chunk, a
+// tenth of it needed); a header that differs from the one kept, or a
+// first frame that does not decode, is read whole and checked again.
+// Bounded by entry count.
+type layoutCache = storeLRU[*chunk.Layout]
+
+// layoutCacheEntries bounds the layout cache: about 10 MB of layouts,
+// every chunk of a store of ~16M spans in 500-span chunks.
+const layoutCacheEntries = 32768
+
+func newLayoutCache(max int) *layoutCache { return newStoreLRU[*chunk.Layout](max) }
 
 // blockCache keeps recently read trace-directory blocks of remote stores
 // (remote.go), by (store key, offset in the directory object): a get of a

@@ -211,6 +211,7 @@ type DB struct {
 	// indexer goroutine, and the marks reads wait on (indexer.go).
 	idx      *indexPipeline
 	cache    *chunkCache
+	layouts  *layoutCache
 	pending  *pendingSet // slots of spans between their duplicate check and their indexing
 	retMu    sync.Mutex  // serialises rotation and retention
 	storeSeq uint32
@@ -244,7 +245,7 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	}
 	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
 		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		cache: newChunkCache(256), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet(),
+		cache: newChunkCache(256), layouts: newLayoutCache(layoutCacheEntries), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet(),
 		idx: newIndexPipeline()}
 	if db.readOnly = db.readOnlyAtStart(); db.readOnly != "" {
 		db.log.Error("disk full: opening the data directory read-only; reads serve what the indexes hold, writes are refused", "reason", db.readOnly)
@@ -611,6 +612,7 @@ func (db *DB) deleteStore(s *Store) error {
 		db.log.Warn("closing a store for deletion", "store", StoreName(s.id), "err", err)
 	}
 	db.cache.dropStore(s.key())
+	db.layouts.dropStore(s.key())
 	db.damage.forgetStore(s.key())
 	tmp := filepath.Join(db.dir, ".deleting-"+StoreName(s.id))
 	if err := os.Rename(s.dir, tmp); err != nil {

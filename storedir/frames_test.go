@@ -206,3 +206,97 @@ func TestDamagedFrame(t *testing.T) {
 		t.Fatalf("DamagedChunks = %d, want 1", n)
 	}
 }
+
+// TestKnownLayoutReads: a chunk read before, whose view left the chunk
+// cache, is read again with its kept layout (chunk.ReadFramesKnown): every
+// span still reads whole. Bytes damaged since are found when a read uses
+// them: a span in a damaged frame warns naming the store and chunk (its
+// content checksum), one in an intact frame still reads. A chunk damaged
+// before its first read is read whole, and its CRC-32 mismatch fails any
+// span of it, as before.
+func TestKnownLayoutReads(t *testing.T) {
+	dir := t.TempDir()
+	spans, path := framesTestStore(t, dir)
+	offs, _ := chunkFrames(t, path)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := append(offs[1:], st.Size()) // a sealed file: no zero tail
+	db := openTestDB(t, dir, testOptions())
+	defer db.Close()
+	db.cache = newChunkCache(1) // every chunk read leaves the chunk cache
+	// The first and second chunks are read (and their layouts kept): the
+	// spans of the traces that lie in them only.
+	lastChunk := map[trace.TraceID]int{}
+	for i, sp := range spans {
+		lastChunk[sp.TraceID] = i / 500
+	}
+	var early []*trace.Span
+	for _, sp := range spans[:1000] {
+		if lastChunk[sp.TraceID] < 2 {
+			early = append(early, sp)
+		}
+	}
+	checkAllSpans(t, db, early)
+	for _, off := range offs[:2] {
+		if _, ok := db.layouts.get(db.stores[0].key(), off); !ok {
+			t.Fatalf("no layout kept for the chunk at %d", off)
+		}
+	}
+	if _, ok := db.layouts.get(db.stores[0].key(), offs[2]); ok {
+		t.Fatalf("a layout kept for the chunk at %d, never read", offs[2])
+	}
+	checkAllSpans(t, db, early) // through the layouts
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Inside the last frame's last block of the second and third chunks.
+	for _, k := range []int{1, 2} {
+		at := ends[k] - 40
+		if _, err := w.WriteAt([]byte{raw[at] ^ 0x33}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := early[len(early)/2:]
+	first, last := second[0], second[len(second)-1]
+	if first.TraceID == last.TraceID {
+		t.Fatal("the test needs the two spans in two traces")
+	}
+	if _, err := db.GetSpan(context.Background(), first.TraceID, first.SpanID); err != nil {
+		t.Fatalf("span in an intact frame of a chunk read before: %v", err)
+	}
+	_, warns, err := db.GetSpanWithWarnings(context.Background(), last.TraceID, last.SpanID)
+	if err != nil || len(warns) != 1 || warns[0].Store != StoreName(0) || warns[0].Offset != offs[1] {
+		t.Fatalf("span in the frame damaged since: %v, warnings %+v; want one naming store %s offset %d", err, warns, StoreName(0), offs[1])
+	}
+	if !strings.Contains(warns[0].Error, "zstd: frame") {
+		t.Fatalf("warning %q does not name the frame", warns[0].Error)
+	}
+	var third *trace.Span // of a trace only in the third chunk
+	firstChunk := map[trace.TraceID]int{}
+	for i := len(spans) - 1; i >= 0; i-- {
+		firstChunk[spans[i].TraceID] = i / 500
+	}
+	for _, sp := range spans[1000:] {
+		if firstChunk[sp.TraceID] == 2 {
+			third = sp
+			break
+		}
+	}
+	_, warns, err = db.GetSpanWithWarnings(context.Background(), third.TraceID, third.SpanID)
+	if err != nil || len(warns) != 1 || warns[0].Offset != offs[2] || !strings.Contains(warns[0].Error, "checksum") {
+		t.Fatalf("span of a chunk damaged before its first read: %v, warnings %+v; want its checksum mismatch at %d", err, warns, offs[2])
+	}
+	if n := db.DamagedChunks(); n != 2 {
+		t.Fatalf("DamagedChunks = %d, want 2", n)
+	}
+}

@@ -374,6 +374,7 @@ func (db *DB) indexDamaged(s *Store, err error) Warning {
 			db.log.Warn("closing a store with a damaged index", "store", StoreName(s.id), "err", cerr)
 		}
 		db.cache.dropStore(s.key())
+		db.layouts.dropStore(s.key())
 		db.damage.forgetStore(s.key())
 		if db.bg.ctx.Err() != nil {
 			return

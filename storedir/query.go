@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/index"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -206,8 +207,10 @@ func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkVi
 // readView reads the chunk at off of s into a view (not through the chunk
 // cache). Of a local store's chunk only the frames the view reads are
 // decompressed (chunk.Frames: the string table's, then each span's as it
-// is read); a remote store's chunk is decoded whole. Damage is noted in
-// the damage log.
+// is read); a remote store's chunk is decoded whole. A local chunk read
+// before (its layout in db.layouts) is read frame by frame, each frame
+// checked by its content checksum, not whole with its CRC-32 (see
+// layoutCache). Damage is noted in the damage log.
 func (db *DB) readView(s *Store, off int64) (*trace.ChunkView, error) {
 	readErr := func(err error) error {
 		if isChunkDamage(err) {
@@ -224,7 +227,13 @@ func (db *DB) readView(s *Store, off int64) (*trace.ChunkView, error) {
 		}
 		view, err = trace.NewChunkView(payload, db.opt.Limits)
 	} else {
-		fr, _, rerr := s.data.ReadFrames(off)
+		var fr *chunk.Frames
+		var rerr error
+		if l, ok := db.layouts.get(s.key(), off); ok {
+			fr, _, rerr = s.data.ReadFramesKnown(off, l)
+		} else if fr, _, rerr = s.data.ReadFrames(off); rerr == nil && fr.Layout() != nil {
+			db.layouts.put(s.key(), off, fr.Layout())
+		}
 		if rerr != nil {
 			return nil, readErr(rerr)
 		}

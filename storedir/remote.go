@@ -352,6 +352,7 @@ func (db *DB) DropLocalCopy(id uint32, m *objstore.Manifest) error {
 		db.log.Warn("closing a store whose local copy is dropped", "store", StoreName(id), "err", err)
 	}
 	db.cache.dropStore(local.key())
+	db.layouts.dropStore(local.key())
 	db.damage.forgetStore(local.key())
 	tmp := filepath.Join(db.dir, ".deleting-"+StoreName(id))
 	if err := os.Rename(local.dir, tmp); err != nil {
