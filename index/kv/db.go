@@ -173,10 +173,23 @@ func (d *DB) Settle(minL0, maxBytes, room uint64) (compacted bool, err error) {
 			return nil
 		}
 		compacted = true
-		return d.DB.Compact([]byte{0}, []byte{0xff}, true)
+		// An automatic compaction that conflicts with the manual one (the
+		// final flush may have started one) cancels it; it is safe to ask
+		// again.
+		var err error
+		for range settleAttempts {
+			if err = d.DB.Compact([]byte{0}, []byte{0xff}, true); !errors.Is(err, pebble.ErrCancelledCompaction) {
+				break
+			}
+		}
+		return err
 	})
 	return compacted, err
 }
+
+// settleAttempts is how many times Settle asks for its compaction when a
+// concurrent one cancels it.
+const settleAttempts = 3
 
 // L0Tables returns how many tables the index's L0 holds (0 once closed).
 func (d *DB) L0Tables() int64 {
