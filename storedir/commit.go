@@ -120,13 +120,18 @@ type payloadEncoder struct {
 }
 
 // payloadFrameBytes is about how many payload bytes each zstd frame of a
-// chunk holds after the first (trace.ChunkEncoder.FrameCuts): a get
-// decompresses the frame of the string table and the one holding its span
-// instead of the whole chunk. On 500-span chunks of the bench workload
-// (~210 KB of payload, ~52 KB of it before the first span) 16 KiB frames
-// decode in about half the CPU of 32 KiB ones (25 against 48 µs a frame)
-// for 1.9% more stored bytes (8 KiB frames: 17 µs, 4.1% more).
-const payloadFrameBytes = 16 << 10
+// chunk holds after the first (trace.ChunkEncoder.FrameCuts, which cuts
+// only at span index marks, so a frame holds at least one 16-span
+// stretch): a get decompresses the frame of the string table and the one
+// holding its span instead of the whole chunk. On 500-span chunks of the
+// bench workload (~210 KB of payload, ~52 KB of it before the first span)
+// 16 KiB frames decode in about half the CPU of 32 KiB ones (25 against
+// 48 µs a frame) for 1.9% more stored bytes; 8 KiB frames (15 a chunk
+// instead of 9) cut a cold DB.GetTrace's CPU by a further ~6% and its
+// allocation by 8 KiB, for 2.1% more stored bytes on those chunks and
+// 2.7% on 500-span chunks of six-attribute spans (4 KiB frames: 4.5% and
+// 6.7% more).
+const payloadFrameBytes = 8 << 10
 
 // payloadFramedMin is the payload size above which a zstd chunk is cut
 // into frames at all: smaller chunks (the ~33 KiB chunks of OTLP loads, a
