@@ -958,18 +958,25 @@ func (s *Store) seal() error {
 }
 
 // settleIndexMaxBytes is the largest index a store compacts whole at close
-// (kv.DB.Settle): a few seconds of CPU at most; settleIndexMinL0 the least
-// L0 worth it (a store of a few thousand spans has a few KB there, and the
-// compaction's file syncs would cost more than they save).
+// (kv.DB.Settle); settleIndexMinL0 the least L0 worth it (a store of a few
+// thousand spans has a few KB there, and the compaction's file syncs would
+// cost more than they save). With 64 MiB memtables an index rests with up
+// to ~150 MB of snappy tables in L0, so the cap is set where that is still
+// a large share: make bench's OTLP/gRPC store (20 s, ~2.7M 6-attribute
+// spans, a 67 MB metadata index) rested at 61.4 B per span under a 64 MiB
+// cap and at 52.8 B under this one; closing an 8M-span OTLP store (a 182
+// MB metadata index, 136 MB settled) took 5.5 s on an idle 2-core machine,
+// inside CloseTimeout. A larger index's L0 is a small part of it.
 const (
-	settleIndexMaxBytes = 64 << 20
+	settleIndexMaxBytes = 256 << 20
 	settleIndexMinL0    = 1 << 20
 )
 
 // settleIndexes compacts, after the final flush of a close, each index that
 // is small and has tables in L0 (kv.DB.Settle) into its last level, with
-// room free bytes of disk for the copies: a store written to less than a
-// few million spans rests with its indexes zstd-compressed.
+// room free bytes of disk for the copies: a store written to less than
+// about ten million OTLP-shaped spans rests with its indexes
+// zstd-compressed.
 func (s *Store) settleIndexes(room uint64) error {
 	metaDone, err := s.meta.Settle(s.settleMinL0, settleIndexMaxBytes, room)
 	if err != nil {

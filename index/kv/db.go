@@ -157,11 +157,11 @@ func (d *DB) CompactAll() error {
 // final flush), which for a store of a few hundred thousand OTLP-shaped
 // spans is all of it, at about 2.3 times the bytes of the zstd last level
 // (37.7 against 16.4 B per span of the metadata index: 73.3 B per
-// 6-attribute span in all, against the budget's 60). Compacting a small
-// index costs about a second of CPU at most; a large one's L0 is a small
-// part of it, and compacting it whole would hold the close for many
-// seconds, so it is left as it is; and a few tables of a few KB are not
-// worth the compaction's file syncs.
+// 6-attribute span in all, against the budget's 60). Compacting an index
+// of up to a few hundred MB holds the close for a few seconds (storedir
+// sets the bound); a larger one's L0 is a small part of it, and compacting
+// it whole would hold the close too long, so it is left as it is; and a
+// few tables of a few KB are not worth the compaction's file syncs.
 func (d *DB) Settle(minL0, maxBytes, room uint64) (compacted bool, err error) {
 	err = d.held("settle", func() error {
 		m := d.DB.Metrics()
