@@ -958,15 +958,12 @@ func (s *Store) seal() error {
 }
 
 // settleIndexMaxBytes is the largest index a store compacts whole at close
-// (kv.DB.Settle); settleIndexMinL0 the least L0 worth it (a store of a few
-// thousand spans has a few KB there, and the compaction's file syncs would
-// cost more than they save). With 64 MiB memtables an index rests with up
-// to ~150 MB of snappy tables in L0, so the cap is set where that is still
-// a large share: make bench's OTLP/gRPC store (20 s, ~2.7M 6-attribute
-// spans, a 67 MB metadata index) rested at 61.4 B per span under a 64 MiB
-// cap and at 52.8 B under this one; closing an 8M-span OTLP store (a 182
-// MB metadata index, 136 MB settled) took 5.5 s on an idle 2-core machine,
-// inside CloseTimeout. A larger index's L0 is a small part of it.
+// (kv.DB.Settle): a few seconds of CPU at most (closing an 8M-span OTLP
+// store, a 182 MB metadata index, took 5.5 s on an idle 2-core machine,
+// inside CloseTimeout); settleIndexMinL0 the least L0 worth it (a store of
+// a few thousand spans has a few KB there, and the compaction's file syncs
+// would cost more than they save). Below the cap the flushed L0 tables can
+// be a large share of an index at rest; above it they are a small part.
 const (
 	settleIndexMaxBytes = 256 << 20
 	settleIndexMinL0    = 1 << 20

@@ -151,13 +151,14 @@ func (d *DB) CompactAll() error {
 // bytes, and room (free disk bytes) fits a second copy of it; otherwise it
 // does nothing. It reports whether it compacted.
 //
-// A store's owner calls it at close, after the final flush: with memtables
-// of memTableBytes an index keeps up to four memtables' worth of entries in
-// L0 (three flushed tables waiting for the L0 → base compaction, and the
-// final flush), which for a store of a few hundred thousand OTLP-shaped
-// spans is all of it, at about 2.3 times the bytes of the zstd last level
-// (37.7 against 16.4 B per span of the metadata index: 73.3 B per
-// 6-attribute span in all, against the budget's 60). Compacting an index
+// A store's owner calls it at close, after the final flush: an index keeps
+// up to four memtables' worth of entries in L0 (three flushed tables
+// waiting for the L0 → base compaction, and the final flush), which for a
+// small store is most of it, at about 2.3 times the bytes of the zstd last
+// level (with 64 MiB memtables, tried and dropped, a store of a few hundred
+// thousand OTLP-shaped spans rested at 37.7 against 16.4 B per span of the
+// metadata index: 73.3 B per 6-attribute span in all, against the budget's
+// 60). Compacting an index
 // of up to a few hundred MB holds the close for a few seconds (storedir
 // sets the bound); a larger one's L0 is a small part of it, and compacting
 // it whole would hold the close too long, so it is left as it is; and a

@@ -40,21 +40,23 @@ const DefaultCacheBytes = 32 << 20
 // Memtables: Pebble reserves their memory from the block cache, so the cache
 // is created larger by memTableBytes × maxMemTables (NewCache).
 //
-// An index's keys are spread over its whole key space (see
+// Memtables stay at 16 MiB although larger ones cost less CPU per span
+// written: an index's keys are spread over its whole key space (see
 // l0CompactionThreshold), so each flushed table overlaps all of the base
-// level, and each L0 → base compaction rewrites the whole base level: the
-// fewer (and larger) the flushed tables per byte indexed, the fewer those
-// rewrites. Storing 1.2M spans of the bench workload (12.4M records) through
-// the daemon (`ztsctl bench`, two runs each alternated, the machine
-// shared), 16 → 32 → 64 MiB memtables wrote ~530 → 331–342 → 302–316 MB of
-// index tables (the daemon's write_bytes less the data file) and took
-// 28.5–29.7 → 26.6–26.7 → 24.2–26.2 µs of daemon CPU per span, for 488–503
-// → 554–593 → 644–666 MB of peak RSS; bytes at rest 29.6 → 30.8 → 29.8 per
-// record (the snappy L0 tables left). Pebble grows a database's memtables from
-// 256 KiB by doubling as writes arrive, so only a store taking writes holds
-// memtables this large; a sealed store keeps one small memtable per index.
+// level and each L0 → base compaction rewrites it, and storing 1.2M spans
+// of the bench workload took 28.5–29.7 µs of daemon CPU per span with 16
+// MiB memtables and 24.2–26.2 with 64 MiB (~530 against ~310 MB of index
+// tables written). But Pebble never shrinks a database's memtable size
+// once grown, and reserves each memtable's size from the shared block
+// cache: every store sealed while the daemon runs keeps two full-size
+// memtable reservations until it is closed. With 64 MiB memtables the
+// sealed stores of a 10M-span bulk load (three, at the default 1 GiB
+// max_store_size) reserved ~384 MiB of the 512 MiB cache, the bloom
+// filters no longer stayed cached, and at rest attribute search p50 went
+// from 1.8 to 20.7 ms, get CPU from 475 to 567 µs, and the bulk load from
+// 65k to 36k spans/s (make bench-large).
 const (
-	memTableBytes = 64 << 20
+	memTableBytes = 16 << 20
 	maxMemTables  = 2
 )
 
