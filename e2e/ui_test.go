@@ -718,7 +718,7 @@ func TestWebUIConfig(t *testing.T) {
 	} {
 		d := daemontest.New(t, tc.toml)
 		d.Start()
-		m := regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.Stderr())
+		m := d.WaitLogged(regexp.MustCompile(`msg=listening tcp=(127\.0\.0\.1:\d+)`), 10*time.Second)
 		if m == nil {
 			t.Fatalf("no TCP listener logged:\n%s", d.Stderr())
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -187,6 +188,21 @@ func (d *Daemon) Signal(sig syscall.Signal) error {
 
 // Stderr is what the daemon logged so far.
 func (d *Daemon) Stderr() string { return d.stderr.String() }
+
+// WaitLogged waits up to within for the daemon's log to match re and
+// returns the match and its submatches (nil on timeout). A line the daemon
+// wrote before /healthz answered may still reach Stderr after Start
+// returns: os/exec copies the daemon's output into it from a goroutine of
+// its own.
+func (d *Daemon) WaitLogged(re *regexp.Regexp, within time.Duration) []string {
+	deadline := time.Now().Add(within)
+	for {
+		if m := re.FindStringSubmatch(d.Stderr()); m != nil || time.Now().After(deadline) {
+			return m
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Ctl runs ztsctl against the daemon and returns stdout, stderr and the
 // exit code.
