@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/ztsd/ztsd/chunk"
-
 	"github.com/ztsd/ztsd/trace"
 )
 
