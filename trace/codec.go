@@ -1239,7 +1239,28 @@ func (d *chunkDecoder) prologue() (int, error) {
 	}
 	start := d.off
 	d.ents = make([]tableEntry, n)
+	p, maxLen := d.p, d.lim.MaxStringLen
 	for i := range d.ents {
+		// Fast path: a text head of one or two bytes (strings under 256
+		// bytes, nearly every entry) whose bytes are all there and, in
+		// lazy mode, not checked here. Every other case takes the general
+		// path below, which reports what is wrong.
+		if at := d.off; at+1 < len(p) && d.lazy {
+			ib, n, hl := p[at], -1, 1
+			if ib>>5 == majorText>>5 {
+				switch ai := ib & 0x1f; {
+				case ai < 24:
+					n = int(ai)
+				case ai == 24:
+					n, hl = int(p[at+1]), 2
+				}
+			}
+			if n >= 0 && n <= maxLen && n <= len(p)-at-hl {
+				d.ents[i] = tableEntry{int32(at), int32(at + hl), int32(n)}
+				d.off = at + hl + n
+				continue
+			}
+		}
 		at := d.off
 		major, _, arg, err := d.head()
 		if err != nil {

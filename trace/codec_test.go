@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -605,6 +606,85 @@ func TestChunkCorrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChunkTableHeads: the lazy readers (NewChunkView, a partial view,
+// DecodeChunkSummaries, DecodeChunkSpan), which walk the string table's
+// short heads on a fast path, read tables of strings whose heads are one,
+// two and three bytes long as DecodeChunk does, and report a bad entry
+// with DecodeChunk's offset and reason.
+func TestChunkTableHeads(t *testing.T) {
+	var attrs trace.Attrs
+	for i, n := range []int{0, 1, 23, 24, 200, 255, 256, 1000} {
+		attrs = append(attrs, trace.Attr{Key: fmt.Sprintf("k%d", i), Value: trace.String(strings.Repeat("é", n/2) + strings.Repeat("x", n%2))})
+	}
+	sp := &trace.Span{TraceID: trace.TraceID{1}, SpanID: 2, StartNS: 1e18, DurationNS: 5, Attrs: attrs,
+		Root: &trace.Record{Method: strings.Repeat("m", 300), DurationNS: 5, Calls: 1}}
+	payload := mustEncode(t, []*trace.Span{sp, sp})
+	for name, read := range map[string]func([]byte, trace.Limits) (*trace.Span, error){
+		"DecodeChunk": func(p []byte, l trace.Limits) (*trace.Span, error) {
+			s, err := trace.DecodeChunk(p, l)
+			return first(s), err
+		},
+		"Summaries": func(p []byte, l trace.Limits) (*trace.Span, error) {
+			s, err := trace.DecodeChunkSummaries(p, l)
+			return first(s), err
+		},
+		"DecodeChunkSpan": func(p []byte, l trace.Limits) (*trace.Span, error) { return trace.DecodeChunkSpan(p, 1, l) },
+		"NewChunkView": func(p []byte, l trace.Limits) (*trace.Span, error) {
+			v, err := trace.NewChunkView(p, l)
+			if err != nil {
+				return nil, err
+			}
+			return v.Span(1)
+		},
+		"NewPartialChunkView": func(p []byte, l trace.Limits) (*trace.Span, error) {
+			v, err := trace.NewPartialChunkView(newFakeFiller(p, []int{len(p) / 3}, -1), l)
+			if err != nil {
+				return nil, err
+			}
+			return v.Span(1)
+		},
+	} {
+		got, err := read(payload, trace.Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "Summaries" {
+			if !got.Attrs.Equal(sp.Attrs) {
+				t.Fatalf("%s: attributes differ", name)
+			}
+		} else if !got.Equal(sp) {
+			t.Fatalf("%s: span differs", name)
+		}
+		const x32 = "6162636465666768696a6b6c6d6e6f707172737475767778797a414243444546"
+		for _, c := range []struct {
+			name, payload string
+			lim           trace.Limits
+			offset        int
+			reason        string
+		}{
+			{"one-byte head past the end", "82 c7 81 65 6162", trace.Limits{}, 3, "entry 0: 5 bytes but only 2 left"},
+			{"two-byte head past the end", "82 c7 82 60 78 20 6162", trace.Limits{}, 4, "entry 1: 32 bytes but only 2 left"},
+			{"two-byte head cut", "82 c7 81 78", trace.Limits{}, 3, "truncated argument"},
+			{"one-byte head too long", "82 c7 81 63 616263 80", trace.Limits{MaxStringLen: 2}, 3, "entry 0: 3 bytes, more than the limit 2"},
+			{"two-byte head too long", "82 c7 82 60 78 20 " + x32 + " 80", trace.Limits{MaxStringLen: 31}, 4, "entry 1: 32 bytes, more than the limit 31"},
+			{"not text", "82 c7 82 60 41 61 80", trace.Limits{}, 4, "entry 1: want a text string"},
+		} {
+			_, err := read(hx(c.payload), c.lim)
+			var ce *trace.CorruptPayloadError
+			if !errors.As(err, &ce) || ce.Offset != c.offset || !strings.Contains(ce.Reason, c.reason) {
+				t.Fatalf("%s, %s: err = %v, want offset %d %q", name, c.name, err, c.offset, c.reason)
+			}
+		}
+	}
+}
+
+func first(s []*trace.Span) *trace.Span {
+	if len(s) == 0 {
+		return nil
+	}
+	return s[0]
 }
 
 func TestEncodeChunkRejects(t *testing.T) {
