@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // framedImage is a zstd data file holding one chunk of payload compressed
@@ -394,5 +396,87 @@ func TestReadFramesKnown(t *testing.T) {
 	}
 	if _, _, err := f.ReadFramesKnown(off, l); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ReadFramesKnown after Close: %v, want ErrClosed", err)
+	}
+}
+
+// literalsType returns the Literals_Block_Type (RFC 8878 3.1.1.3.1: 0 raw,
+// 1 RLE, 2 Huffman-compressed, 3 treeless) of the first block of the zstd
+// frame that starts src, or -1 when that block is not a compressed block.
+func literalsType(t *testing.T, src []byte) int {
+	t.Helper()
+	var h zstd.Header
+	if err := h.Decode(src); err != nil {
+		t.Fatal(err)
+	}
+	if !h.FirstBlock.OK || !h.FirstBlock.Compressed {
+		return -1
+	}
+	return int(src[h.HeaderSize+3] & 3)
+}
+
+// TestEncodeFramesLeadFrame: in a chunk cut into frames, the first frame
+// (the one every read decodes) is encoded without entropy coding (its
+// literals stored raw), the others and a chunk of one frame with Huffman
+// literals; every frame decodes. A chunk written before the lead frame
+// changed (every frame entropy-coded) reads the same through
+// ReadFramesAt, its Fills and ReadFramesKnownAt.
+func TestEncodeFramesLeadFrame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	payload := cborTrace(rng, 120_000)
+	cuts := []int{50_000, 70_000, 90_000}
+	data, frameAt := framedImage(t, payload, cuts)
+	stored := data[HeaderSize+ChunkHeaderSize:]
+	if len(frameAt) != 4 {
+		t.Fatalf("%d frames, want 4", len(frameAt))
+	}
+	if lt := literalsType(t, stored[frameAt[0]:]); lt != 0 {
+		t.Fatalf("lead frame: literals block type %d, want 0 (raw)", lt)
+	}
+	for k := 1; k < len(frameAt); k++ {
+		if lt := literalsType(t, stored[frameAt[k]:]); lt != 2 {
+			t.Fatalf("frame %d: literals block type %d, want 2 (Huffman)", k, lt)
+		}
+	}
+	whole, err := Encode(payload, Options{Zstd, true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lt := literalsType(t, whole.Bytes()[ChunkHeaderSize:]); lt != 2 {
+		t.Fatalf("chunk of one frame: literals block type %d, want 2 (Huffman)", lt)
+	}
+
+	// The same payload as written before: every frame by zstdFrame.
+	var old []byte
+	from := 0
+	for _, c := range append(cuts, len(payload)) {
+		old = zstdFrame(payload[from:c], len(payload), old)
+		from = c
+	}
+	if lt := literalsType(t, old); lt != 2 {
+		t.Fatalf("old lead frame: literals block type %d, want 2", lt)
+	}
+	for name, file := range map[string][]byte{"new": data, "old": zstdChunk(old, len(payload))} {
+		r := bytes.NewReader(file)
+		fr, _, err := ReadFramesAt(r, int64(len(file)), Options{Zstd, true}, HeaderSize)
+		if err != nil || fr.Frames() != 4 {
+			t.Fatalf("%s: ReadFramesAt: %v, %d frames", name, err, fr.Frames())
+		}
+		for _, rg := range [][2]int{{0, 50_000}, {60_000, 60_001}, {100_000, 120_000}} {
+			b, base, err := fr.Fill(rg[0], rg[1])
+			if err != nil || !bytes.Equal(b, payload[base:base+len(b)]) {
+				t.Fatalf("%s: Fill(%d, %d): %v", name, rg[0], rg[1], err)
+			}
+		}
+		known, _, err := ReadFramesKnownAt(r, int64(len(file)), Options{Zstd, true}, HeaderSize, fr.Layout())
+		if err != nil || known.Layout() != nil {
+			t.Fatalf("%s: ReadFramesKnownAt: %v (read whole: %v)", name, err, known.Layout() != nil)
+		}
+		if b, base, err := known.Fill(70_000, 90_000); err != nil || base != 70_000 || !bytes.Equal(b, payload[70_000:90_000]) {
+			t.Fatalf("%s: known Fill: bytes from %d, %v", name, base, err)
+		}
+		got, _, err := ReadChunkAt(r, int64(len(file)), Options{Zstd, true}, HeaderSize)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("%s: ReadChunkAt: %v", name, err)
+		}
 	}
 }
