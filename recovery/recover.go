@@ -683,6 +683,9 @@ type builder struct {
 	pending          []storedir.ChunkSpans
 	pendingSpans     int
 	groupSpans       int
+	// indexer keeps the strings interned from one group to the next, as
+	// the daemon's store does (the text ids do not depend on it).
+	indexer storedir.ChunkIndexer
 }
 
 // batchSpans is how many spans one group holds at most.
@@ -728,7 +731,7 @@ func (b *builder) flush() error {
 	if len(b.pending) == 0 {
 		return nil
 	}
-	err := storedir.IndexChunks(b.meta, b.text, b.pending, true, true)
+	err := b.indexer.IndexChunks(b.meta, b.text, b.pending, true, true)
 	if err != nil {
 		err = fmt.Errorf("index chunks [%d, %d): %w", b.pending[0].Off, b.pending[len(b.pending)-1].Next, err)
 	}

@@ -49,8 +49,8 @@ func otlpShapedSpans(n int) []*trace.Span {
 	return out
 }
 
-// BenchmarkIndexChunks indexes groups of spans as the committer does
-// (IndexChunks, one chunk of 100 spans per group) into a fresh store's
+// BenchmarkIndexChunks indexes groups of spans as a store's indexer does
+// (its ChunkIndexer, one chunk of 100 spans per group) into a fresh store's
 // indexes. committer-cpu-µs/span is the CPU of the calling goroutine's
 // thread only (locked to it): what the single committer spends on indexing,
 // without the text index commit (another goroutine), Pebble's flushes and
@@ -70,6 +70,7 @@ func BenchmarkIndexChunks(b *testing.B) {
 	}{{"otlp", otlpShapedSpans(pool)}, {"records", recs[:pool]}} {
 		b.Run(tc.name, func(b *testing.B) {
 			ix := openTestIndexes(b)
+			var x ChunkIndexer
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			var thread time.Duration
@@ -84,7 +85,7 @@ func BenchmarkIndexChunks(b *testing.B) {
 					sp.TraceID[15], sp.TraceID[14] = byte(i*perChunk/len(tc.spans)), byte(i*perChunk/len(tc.spans)>>8)
 				}
 				t0 := threadCPU(b)
-				if err := IndexChunks(ix.meta, ix.text, []ChunkSpans{{Off: off, Next: off + 1000, Spans: spans}}, true, true); err != nil {
+				if err := x.IndexChunks(ix.meta, ix.text, []ChunkSpans{{Off: off, Next: off + 1000, Spans: spans}}, true, true); err != nil {
 					b.Fatal(err)
 				}
 				thread += threadCPU(b) - t0
@@ -114,6 +115,7 @@ func BenchmarkIndexChunksGathered(b *testing.B) {
 	for _, gather := range []int{32, 64, 128, 256} {
 		b.Run(fmt.Sprintf("spans=%d", gather), func(b *testing.B) {
 			ix := openTestIndexes(b)
+			var x ChunkIndexer
 			proc0 := processCPU()
 			b.ResetTimer()
 			off, next := int64(16), 0
@@ -131,7 +133,7 @@ func BenchmarkIndexChunksGathered(b *testing.B) {
 					off += 1000
 					next += perChunk
 				}
-				if err := IndexChunks(ix.meta, ix.text, chunks, true, true); err != nil {
+				if err := x.IndexChunks(ix.meta, ix.text, chunks, true, true); err != nil {
 					b.Fatal(err)
 				}
 			}

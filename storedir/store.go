@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/ztsd/ztsd/chunk"
@@ -67,6 +70,9 @@ type Store struct {
 	indexCache *pebble.Cache
 	// settleMinL0 is the least L0 an index settles at close (settleIndexes).
 	settleMinL0 uint64
+	// chunkIndexer indexes the chunks written to the store and those its
+	// catch-up replays; it keeps the strings interned (released at seal).
+	chunkIndexer ChunkIndexer
 
 	// refs guards against closing a store (retention) while readers use it:
 	// readers hold it shared, close takes it exclusively.
@@ -622,7 +628,7 @@ func (s *Store) indexChunksFor(chunks []ChunkSpans, doMeta, doText bool) error {
 	for _, c := range chunks {
 		s.filterIndexed(c.Spans) // before the entries can be found
 	}
-	if err := IndexChunks(s.meta, s.text, chunks, doMeta, doText); err != nil {
+	if err := s.chunkIndexer.IndexChunks(s.meta, s.text, chunks, doMeta, doText); err != nil {
 		return fmt.Errorf("store %s: %w", s.dir, err)
 	}
 	for _, c := range chunks {
@@ -673,6 +679,41 @@ func IndexChunk(meta *index.Index, text *textindex.Index, off, next int64, spans
 // indexes pay one commit (and one merge operand per posting key) instead
 // of one per chunk.
 func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, doMeta, doText bool) error {
+	return indexChunks(nil, meta, text, chunks, doMeta, doText)
+}
+
+// ChunkIndexer is IndexChunks for a writer that indexes chunk after chunk
+// into the same indexes (a store's indexer and catch-up, `ztsctl
+// recover`): it keeps the text ids of the strings it interned from one
+// call to the next (see interner), so that a string the store repeats
+// (method names, attribute keys, low-cardinality values) costs one map
+// lookup, not a text index lookup per call. The entries, the text ids and
+// the order in which new strings get theirs are exactly IndexChunks'. The
+// zero value is ready to use; calls are serialized.
+type ChunkIndexer struct {
+	mu sync.Mutex
+	in *interner // nil until the first call, and after Release
+}
+
+// IndexChunks is the package's IndexChunks, keeping the interned strings.
+func (x *ChunkIndexer) IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, doMeta, doText bool) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.in == nil {
+		x.in = &interner{}
+	}
+	return indexChunks(x.in, meta, text, chunks, doMeta, doText)
+}
+
+// Release drops the kept strings (a sealed store indexes nothing more).
+func (x *ChunkIndexer) Release() {
+	x.mu.Lock()
+	x.in = nil
+	x.mu.Unlock()
+}
+
+// indexChunks is IndexChunks with the interner in (nil: one for this call).
+func indexChunks(in *interner, meta *index.Index, text *textindex.Index, chunks []ChunkSpans, doMeta, doText bool) error {
 	if len(chunks) == 0 {
 		return nil
 	}
@@ -692,9 +733,13 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 	for _, c := range chunks {
 		nspans += len(c.Spans)
 	}
-	// Its map holds the group's distinct strings: a few per span (spans
-	// repeat keys and most values), and it grows when a group has more.
-	in := newInterner(tb, min(1024, 4*nspans))
+	if in == nil {
+		// Its map holds the group's distinct strings: a few per span
+		// (spans repeat keys and most values), and it grows when a group
+		// has more.
+		in = newInterner(text, min(1024, 4*nspans))
+	}
+	in.begin(text, tb)
 	entries := make([]index.SpanEntry, 0, nspans)
 	for _, c := range chunks {
 		for i, sp := range c.Spans {
@@ -743,15 +788,32 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 			metaErr = fmt.Errorf("metadata index at chunk %d: %w", off, err)
 		}
 	}
-	return errors.Join(<-textErr, metaErr)
+	err := errors.Join(<-textErr, metaErr)
+	// The interner keeps only ids the text index holds: the new strings'
+	// ids are the index's once the text batch is committed, and are
+	// handed out again if it is not.
+	in.end(err == nil && (doText || tb.Len() == 0))
+	return err
 }
 
-// interner interns the strings of one chunk's spans into a text index
-// batch. It remembers every id the batch returned, so that the strings a
-// chunk repeats (method names, attribute keys, low-cardinality values) are
-// looked up in the batch once per chunk; Batch.Intern is idempotent, so
-// the ids, and the order in which new strings get theirs, are exactly
-// those of calling it for every occurrence.
+// interner interns the strings of spans into a text index batch. It
+// remembers every id the batch returned, so that the strings spans repeat
+// (method names, attribute keys, low-cardinality values) are looked up in
+// the text index once; Batch.Intern is idempotent, so the ids, and the
+// order in which new strings get theirs, are exactly those of calling it
+// for every occurrence.
+//
+// A ChunkIndexer keeps its interner from one call to the next: the ids it
+// remembers are then those of the strings the text index holds (end drops
+// everything when a call's batch is not committed, and begin when the
+// calls move to another text index or one that was emptied). It is
+// bounded: when a call begins with more than internerMaxTexts strings or
+// internerMaxBytes bytes of them remembered, it forgets them all and
+// starts again (its map keeps its size); so it holds at most those bounds
+// plus the distinct strings of one call, which an interner for a single
+// call holds too. The strings it keeps are its own copies: a span's
+// strings share one copy of their chunk's string table, which the
+// interner must not keep alive.
 //
 // Each remembered string also carries the number of the last span that
 // listed it, so one lookup per string both finds its id and says whether
@@ -764,19 +826,39 @@ func IndexChunks(meta *index.Index, text *textindex.Index, chunks []ChunkSpans, 
 // becomes a string. The spans' Texts and Attrs are carved out of two
 // shared arrays, not allocated per span.
 type interner struct {
+	text  *textindex.Index // the index the remembered ids are from
+	count uint64           // its Count() when the last call ended
 	tb    *textindex.Batch
 	ids   map[string]int32 // index into texts
 	texts []internedText
+	bytes int    // of the strings in texts
 	span  uint32 // number of the current span, from 1
+	// maxTexts and maxBytes bound what it remembers between calls (0:
+	// internerMaxTexts, internerMaxBytes).
+	maxTexts, maxBytes int
 
 	// prev and cur are the strings the previous and the current span
 	// interned, in order, with their index into texts.
 	prev, cur []internedAt
 	scratch   []byte
+	// addrs finds again, by its address, a string this call's spans gave
+	// before (direct-mapped; cleared at the end of each call, while the
+	// spans, and so the strings' bytes, are still alive): the spans of a
+	// decoded chunk share one copy of its string table, so each repeat of
+	// a string in a chunk is the same bytes, found without hashing them.
+	addrs [1 << internAddrBits]internedAddr
 
 	textArena []uint64
 	attrArena []index.KV
 }
+
+// The bounds of what a ChunkIndexer's interner remembers between calls:
+// with the map's and texts' overhead (about 70 bytes a string), at most
+// about 18 MiB plus 16 MiB of strings.
+const (
+	internerMaxTexts = 1 << 18
+	internerMaxBytes = 16 << 20
+)
 
 type internedText struct {
 	s        string
@@ -789,10 +871,68 @@ type internedAt struct {
 	i int32
 }
 
+// internAddrBits sizes interner.addrs: 1,024 slots, 16 KiB.
+const internAddrBits = 10
+
+// internedAddr is a string of n bytes at p, and its index into texts. Its
+// pointer keeps those bytes alive, so no other string can take that
+// address while the slot names it.
+type internedAddr struct {
+	p *byte
+	n int32
+	i int32
+}
+
 // newInterner sizes its map for about hint distinct strings: a group commit
 // of a few small spans must not pay for clearing a map sized for a large one.
-func newInterner(tb *textindex.Batch, hint int) *interner {
-	return &interner{tb: tb, ids: make(map[string]int32, hint), texts: make([]internedText, 0, hint)}
+func newInterner(text *textindex.Index, hint int) *interner {
+	return &interner{text: text, ids: make(map[string]int32, hint), texts: make([]internedText, 0, hint)}
+}
+
+// begin starts a call that interns into tb, a batch of text.
+func (in *interner) begin(text *textindex.Index, tb *textindex.Batch) {
+	maxTexts, maxBytes := internerMaxTexts, internerMaxBytes
+	if in.maxTexts > 0 {
+		maxTexts, maxBytes = in.maxTexts, in.maxBytes
+	}
+	if in.text != text || text.Count() < in.count || len(in.texts) > maxTexts ||
+		in.bytes > maxBytes || in.span > math.MaxUint32-(1<<24) {
+		in.forget()
+		in.text = text
+	}
+	in.tb = tb
+	in.prev, in.cur = in.prev[:0], in.cur[:0]
+	// The arenas' ids become the entries of this call's metadata batch.
+	in.textArena, in.attrArena = nil, nil
+}
+
+// end ends a call: kept says whether its batch's new strings are the text
+// index's now (committed, or none), else the interner forgets everything.
+func (in *interner) end(kept bool) {
+	in.tb = nil
+	in.textArena, in.attrArena = nil, nil
+	// Nothing of the call's spans stays referenced.
+	in.addrs = [len(in.addrs)]internedAddr{}
+	clear(in.prev)
+	clear(in.cur)
+	in.prev, in.cur = in.prev[:0], in.cur[:0]
+	if !kept {
+		in.forget()
+		return
+	}
+	in.count = in.text.Count()
+}
+
+// forget drops every remembered string.
+func (in *interner) forget() {
+	if in.ids == nil {
+		in.ids = make(map[string]int32)
+	}
+	clear(in.ids)
+	clear(in.texts)
+	in.texts, in.bytes, in.span, in.count = in.texts[:0], 0, 0, 0
+	in.prev, in.cur = in.prev[:0], in.cur[:0]
+	in.addrs = [len(in.addrs)]internedAddr{}
 }
 
 // intern returns the text id of s and whether the current span listed it
@@ -801,10 +941,19 @@ func (in *interner) intern(s string) (uint64, bool) {
 	if j := len(in.cur); j < len(in.prev) && in.prev[j].s == s {
 		return in.listed(in.prev[j].i, s)
 	}
-	if i, ok := in.ids[s]; ok {
-		return in.listed(i, s)
+	p := unsafe.StringData(s)
+	slot := &in.addrs[uintptr(unsafe.Pointer(p))*0x9e3779b97f4a7c15>>(64-internAddrBits)]
+	if slot.p == p && int(slot.n) == len(s) {
+		return in.listed(slot.i, s)
 	}
-	return in.add(s)
+	i, ok := in.ids[s]
+	if !ok {
+		id, seen := in.add(s, false)
+		*slot = internedAddr{p: p, n: int32(len(s)), i: int32(len(in.texts) - 1)}
+		return id, seen
+	}
+	*slot = internedAddr{p: p, n: int32(len(s)), i: i}
+	return in.listed(i, s)
 }
 
 // internBytes is intern for a string held in b (which it does not retain).
@@ -815,7 +964,7 @@ func (in *interner) internBytes(b []byte) (uint64, bool) {
 	if i, ok := in.ids[string(b)]; ok {
 		return in.listed(i, in.texts[i].s)
 	}
-	return in.add(string(b))
+	return in.add(string(b), true)
 }
 
 // listed records that the current span lists texts[i] (whose string is s)
@@ -828,11 +977,16 @@ func (in *interner) listed(i int32, s string) (uint64, bool) {
 	return t.id, seen
 }
 
-// add interns s, which the interner has not seen.
-func (in *interner) add(s string) (uint64, bool) {
-	id := in.tb.Intern(s)
+// add interns s, which the interner has not seen; owned says that s is a
+// string of its own (textindex.Batch.InternKept), else it keeps a copy.
+func (in *interner) add(s string, owned bool) (uint64, bool) {
+	if !owned {
+		s = strings.Clone(s)
+	}
+	id := in.tb.InternKept(s)
 	i := int32(len(in.texts))
 	in.ids[s] = i
+	in.bytes += len(s)
 	in.texts = append(in.texts, internedText{id: id, lastSpan: in.span, s: s})
 	in.cur = append(in.cur, internedAt{s: s, i: i})
 	return id, false
@@ -946,6 +1100,7 @@ func (s *Store) seal() error {
 	if err := s.flushIndexes(); err != nil {
 		return err
 	}
+	s.chunkIndexer.Release()
 	master, err := s.data.Seal()
 	if err != nil {
 		return fmt.Errorf("store %s: seal: %w", s.dir, err)

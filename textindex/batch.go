@@ -37,34 +37,56 @@ func (b *Batch) Intern(s string) uint64 {
 	if id, ok := b.ix.ids.get(s); ok {
 		return id
 	}
+	id, kept, found := b.intern(s, false)
+	if found {
+		b.ix.ids.put(kept, id)
+	}
+	return id
+}
+
+// InternKept is Intern for a writer that remembers the ids it is given
+// (storedir's interner): the index's string → id cache, which such a
+// writer would only fill with strings it already holds, is neither read
+// nor filled, and s is given to the batch: it must be a string no other
+// memory depends on (not a substring of a larger buffer), such as the
+// copy the writer keeps, and the batch keeps it instead of a copy.
+func (b *Batch) InternKept(s string) uint64 {
+	id, _, _ := b.intern(s, true)
+	return id
+}
+
+// intern returns the id of s, the string the batch keeps for it (s, or a
+// copy unless owned) and whether it was committed before this batch.
+func (b *Batch) intern(s string, owned bool) (uint64, string, bool) {
 	if id, ok := b.pending[s]; ok {
-		return id
+		return id, s, false
 	}
 	if b.err != nil {
-		return 0
+		return 0, s, false
 	}
 	if b.pending == nil {
 		b.err = fmt.Errorf("intern after commit: %w", ErrBatchConflict)
-		return 0
+		return 0, s, false
 	}
 	if len(s) > MaxStringBytes {
 		b.err = fmt.Errorf("string of %d bytes exceeds %d", len(s), MaxStringBytes)
-		return 0
+		return 0, s, false
 	}
 	id, ok, err := b.ix.writerLookup(s, b.base)
 	if err != nil {
 		b.err = err
-		return 0
+		return 0, s, false
+	}
+	if !owned {
+		s = strings.Clone(s) // the caller's string may pin a large buffer
 	}
 	if ok {
-		b.ix.ids.put(strings.Clone(s), id)
-		return id
+		return id, s, true
 	}
-	s = strings.Clone(s) // the caller's string may pin a large buffer
 	id = b.base + uint64(len(b.order)) + 1
 	b.pending[s] = id
 	b.order = append(b.order, s)
-	return id
+	return id, s, false
 }
 
 // Len returns the number of new strings in the batch.
@@ -220,9 +242,9 @@ func (b *Batch) Commit() error {
 	ix.mu.Lock()
 	ix.count, ix.watermark = newCount, watermark
 	ix.mu.Unlock()
-	for s, id := range b.pending {
-		ix.ids.put(s, id)
-	}
+	// The new strings are not put in the string → id cache: the writer
+	// (storedir's interner) remembers them itself, and a reader's Lookup
+	// fills the cache with what it looks up.
 	// The batch is spent: committing it again conflicts.
 	b.base = math.MaxUint64
 	b.pending, b.order = nil, nil
