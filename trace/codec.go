@@ -767,11 +767,12 @@ type ChunkView struct {
 	// a read needs (NewPartialChunkView).
 	fill Filler
 	// region is one copy of the string table's bytes (from payload offset
-	// base), ents locates each entry in the payload, and checked has the
-	// bit of each entry found to be UTF-8 by a read that used it.
+	// base), ents locates each entry in the payload (see chunkDecoder),
+	// and checked has the bit of each entry found to be UTF-8 by a read
+	// that used it.
 	region  string
 	base    int32
-	ents    []tableEntry
+	ents    []int32
 	checked []atomic.Uint64
 	spans   int
 	first   int32 // where span 0 starts
@@ -866,7 +867,7 @@ func NewPartialChunkView(fill Filler, lim Limits) (*ChunkView, error) {
 // has read (n spans), with region the string table's bytes.
 func newChunkView(d *chunkDecoder, n, size int, region string) *ChunkView {
 	return &ChunkView{size: size, lim: d.lim, ents: d.ents, region: region,
-		base: int32(d.tableStart), checked: make([]atomic.Uint64, (len(d.ents)+63)/64),
+		base: int32(d.tableStart), checked: make([]atomic.Uint64, (d.nstrs+63)/64),
 		spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}
 }
 
@@ -874,18 +875,22 @@ func newChunkView(d *chunkDecoder, n, size int, region string) *ChunkView {
 // one copy of the table, checking that it is UTF-8 on its first use.
 func (v *ChunkView) str(id int) (string, error) {
 	if v.checked[uint(id)/64].Load()&(1<<(uint(id)%64)) != 0 {
-		e := v.ents[id]
-		return v.region[e.off-v.base : e.off-v.base+e.n], nil
+		return v.entry(id), nil
 	}
 	return v.check(id)
 }
 
+// entry is string table entry id (in range), unchecked.
+func (v *ChunkView) entry(id int) string {
+	h, end := v.ents[id]-v.base, v.ents[id+1]-v.base
+	return v.region[h+headLen(v.region[h]) : end]
+}
+
 // check is str's first use of entry id.
 func (v *ChunkView) check(id int) (string, error) {
-	e := v.ents[id]
-	s := v.region[e.off-v.base : e.off-v.base+e.n]
+	s := v.entry(id)
 	if !utf8.ValidString(s) {
-		return "", &CorruptPayloadError{Offset: int(e.head), Reason: fmt.Sprintf("string table entry %d: not valid UTF-8", id)}
+		return "", &CorruptPayloadError{Offset: int(v.ents[id]), Reason: fmt.Sprintf("string table entry %d: not valid UTF-8", id)}
 	}
 	v.checked[uint(id)/64].Or(1 << (uint(id) % 64))
 	return s, nil
@@ -909,7 +914,7 @@ func (v *ChunkView) decode(i int, summary bool) (*Span, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := chunkDecoder{p: p.b, off: off, base: p.base, lim: v.lim, view: v, nstrs: len(v.ents), summary: summary, shallowRoot: summary}
+	d := chunkDecoder{p: p.b, off: off, base: p.base, lim: v.lim, view: v, nstrs: len(v.ents) - 1, summary: summary, shallowRoot: summary}
 	d.rebase()
 	s, err := d.span()
 	if err != nil {
@@ -1013,10 +1018,14 @@ type chunkDecoder struct {
 	size int
 	// strs is the string table. Eagerly, every entry is a substring of one
 	// copy of the table region; lazily, entries are copied and checked on
-	// first use from their location in ents ("" until then).
+	// first use from their location in ents ("" until then): ents[i] is
+	// where entry i's head starts in the payload, ents[nstrs] where the
+	// table ends, so entry i's bytes run from the end of its head to
+	// ents[i+1] (4 bytes an entry: the ~2,000 entries of a 500-span chunk
+	// of the bench workload take 8 KB, not a large allocation).
 	strs  []string
 	lazy  bool
-	ents  []tableEntry
+	ents  []int32
 	nstrs int // entries in the string table
 	// viewTable (with lazy) leaves the table to a ChunkView: prologue
 	// locates the entries and allocates no strs; view, when set, resolves
@@ -1048,8 +1057,21 @@ func (d *chunkDecoder) rebase() { d.off -= d.base }
 // before decoding them.
 const maxPrealloc = 64
 
-// tableEntry locates one string of the table in the payload.
-type tableEntry struct{ head, off, n int32 }
+// headLen is the length of a CBOR head whose initial byte is ib, of one
+// the prologue read (additional information 0 to 27).
+func headLen(ib byte) int32 {
+	switch ai := ib & 0x1f; {
+	case ai < 24:
+		return 1
+	case ai == 24:
+		return 2
+	case ai == 25:
+		return 3
+	case ai == 26:
+		return 5
+	}
+	return 9
+}
 
 func (d *chunkDecoder) corrupt(off int, format string, args ...any) error {
 	return &CorruptPayloadError{Offset: d.base + off, Reason: fmt.Sprintf(format, args...)}
@@ -1200,13 +1222,13 @@ func (d *chunkDecoder) str(id int) (string, error) {
 
 // resolve copies out and checks table entry id (lazy mode).
 func (d *chunkDecoder) resolve(id int) (string, error) {
-	e := d.ents[id]
-	if e.n == 0 {
+	h, end := d.ents[id], d.ents[id+1]
+	b := d.p[h+headLen(d.p[h]) : end]
+	if len(b) == 0 {
 		return "", nil
 	}
-	b := d.p[e.off : e.off+e.n]
 	if !utf8.Valid(b) {
-		return "", d.corrupt(int(e.head), "string table entry %d: not valid UTF-8", id)
+		return "", d.corrupt(int(h), "string table entry %d: not valid UTF-8", id)
 	}
 	d.strs[id] = string(b)
 	return d.strs[id], nil
@@ -1238,9 +1260,9 @@ func (d *chunkDecoder) prologue() (int, error) {
 		return 0, d.corrupt(at, "string table: %d entries, more than the limit %d", n, d.lim.MaxStrings)
 	}
 	start := d.off
-	d.ents = make([]tableEntry, n)
+	d.ents = make([]int32, n+1)
 	p, maxLen := d.p, d.lim.MaxStringLen
-	for i := range d.ents {
+	for i := range n {
 		// Fast path: a text head of one or two bytes (strings under 256
 		// bytes, nearly every entry) whose bytes are all there and, in
 		// lazy mode, not checked here. Every other case takes the general
@@ -1256,7 +1278,7 @@ func (d *chunkDecoder) prologue() (int, error) {
 				}
 			}
 			if n >= 0 && n <= maxLen && n <= len(p)-at-hl {
-				d.ents[i] = tableEntry{int32(at), int32(at + hl), int32(n)}
+				d.ents[i] = int32(at)
 				d.off = at + hl + n
 				continue
 			}
@@ -1278,9 +1300,10 @@ func (d *chunkDecoder) prologue() (int, error) {
 		if !d.lazy && !utf8.Valid(d.p[d.off:d.off+int(arg)]) {
 			return 0, d.corrupt(at, "string table entry %d: not valid UTF-8", i)
 		}
-		d.ents[i] = tableEntry{int32(at), int32(d.off), int32(arg)}
+		d.ents[i] = int32(at)
 		d.off += int(arg)
 	}
+	d.ents[n] = int32(d.off)
 	d.nstrs = n
 	d.tableStart, d.tableEnd = start, d.off
 	if !d.viewTable {
@@ -1289,8 +1312,9 @@ func (d *chunkDecoder) prologue() (int, error) {
 	if !d.lazy {
 		// One copy of the table region backs every string of the chunk.
 		region := string(d.p[start:d.off])
-		for i, e := range d.ents {
-			d.strs[i] = region[int(e.off)-start : int(e.off+e.n)-start]
+		for i := range n {
+			h, end := int(d.ents[i])-start, int(d.ents[i+1])-start
+			d.strs[i] = region[h+int(headLen(region[h])) : end]
 		}
 		d.ents = nil
 	}
