@@ -92,6 +92,9 @@ func (db *DB) catchUpStore(ctx context.Context, s *Store) error {
 	if err := db.caughtUp(s); err != nil {
 		return err
 	}
+	if s.Sealed() {
+		db.releaseMemTables(s) // what the re-indexing grew
+	}
 	s.filter.Store(newStoreFilter(s.meta.Stats().Traces, s.Sealed(), db.opt.MaxStoreSize))
 	s.catching.Store(false)
 	s.fillFilter(db.bg)

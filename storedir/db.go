@@ -129,6 +129,9 @@ type Options struct {
 	// indexRunFault, if set, is asked before each run the indexer indexes
 	// and fails it with the error it returns (tests only).
 	indexRunFault func(store uint32) error
+	// keepSealedMemTables leaves sealed stores' index memtables as they
+	// are (tests only: they show what releaseMemTables gives back).
+	keepSealedMemTables bool
 }
 
 // DefaultIndexCacheBytes is the index block cache of a DB by default: at
@@ -533,6 +536,7 @@ func (db *DB) rotate() error {
 			db.log.Error("sealing the previous store failed; it will be sealed at the next start", "store", StoreName(cur.id), "err", err)
 		} else {
 			db.log.Info("rotated store", "sealed", StoreName(cur.id), "new", StoreName(id))
+			db.releaseMemTables(cur)
 			if db.opt.OnSealed != nil {
 				db.opt.OnSealed(cur.id)
 			}

@@ -5,7 +5,13 @@
 // of all local stores share one Pebble block cache of
 // Options.IndexCacheBytes (config limits.index_cache_size), so the bloom
 // filters and index blocks every lookup reads stay cached whichever store
-// they belong to.
+// they belong to. Pebble reserves the indexes' memtables from that cache
+// and never shrinks them, so a store sealed while the DB runs (by a
+// rotation, or after a background catch-up or rebuild) has its indexes
+// flushed and reopened in place in the background (releaseMemTables,
+// kv.DB.Reopen), between the reads using them: the cache keeps room for
+// the store taking writes and each sealed index keeps one small memtable,
+// however many stores the DB seals before it restarts.
 //
 // # Writes
 //

@@ -294,6 +294,9 @@ func (db *DB) rebuild(ctx context.Context, id uint32, dir string, propsBad bool)
 	}
 	delete(db.out, StoreName(id))
 	db.mu.Unlock()
+	if s.Sealed() {
+		db.releaseMemTables(s) // what the rebuild grew
+	}
 	db.log.Info("store rebuilt and serving again", "store", StoreName(id), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

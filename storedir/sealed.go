@@ -10,6 +10,10 @@ import (
 	"path/filepath"
 	"sort"
 	"syscall"
+	"time"
+
+	"github.com/ztsd/ztsd/index"
+	"github.com/ztsd/ztsd/textindex"
 )
 
 // What the tiering uploader (package tiering) needs from the DB: the sealed
@@ -221,4 +225,75 @@ func (db *DB) DeleteSealed(id uint32) error {
 		return fmt.Errorf("store %s: %w", StoreName(id), ErrNoSealedStore)
 	}
 	return db.deleteStore(s)
+}
+
+// releaseMemTables gives back, in the background, the block cache a
+// store's indexes keep for their memtables once it has stopped taking
+// writes (sealed, or caught up as a sealed store). Pebble grows an index's
+// memtables to full size while it takes writes and never shrinks them, and
+// reserves them from the block cache all stores share: without this, every
+// store sealed while the daemon runs would keep its indexes' full-size
+// memtables (and the flushed one Pebble keeps to recycle) reserved until
+// the daemon restarts, and after a few rotations the cache would hold no
+// more blocks. Each index is flushed and reopened in place
+// (ReleaseMemTables), between the operations using it, which never see it
+// closed; it then holds a fresh open's one 256 KiB memtable. The store's
+// close stops it; DB.Close waits for it. An index that does not open
+// again is handled as a damaged one (taken out of service and rebuilt
+// from the data file); a failed flush leaves the index open as it was.
+// Nothing is done on a disk without room for Pebble's new MANIFEST and
+// OPTIONS files.
+func (db *DB) releaseMemTables(s *Store) {
+	if !db.opt.keepSealedMemTables {
+		db.startRelease(s)
+	}
+}
+
+// startRelease is releaseMemTables whatever the test options say.
+func (db *DB) startRelease(s *Store) {
+	if s.readOnly || s.remote != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(db.bg.ctx)
+	s.mu.Lock()
+	if s.memCancel != nil {
+		s.memCancel()
+	}
+	s.memCancel = cancel
+	s.mu.Unlock()
+	db.bg.wg.Add(1)
+	go func() {
+		defer db.bg.wg.Done()
+		defer cancel()
+		s.refs.RLock() // the store stays open meanwhile; close cancels ctx first
+		defer s.refs.RUnlock()
+		if s.closed || ctx.Err() != nil {
+			return
+		}
+		if free, _, ok := freeBytes(s.dir); ok && free < closeMinFree {
+			s.log.Warn("disk full: a sealed store keeps its indexes' memtables until the next start", "free_bytes", free)
+			return
+		}
+		t0 := time.Now()
+		before := s.meta.MemTableBytes() + s.text.MemTableBytes()
+		for _, ix := range []struct {
+			name    string
+			release func(context.Context) (bool, error)
+		}{{"metadata", s.meta.ReleaseMemTables}, {"text", s.text.ReleaseMemTables}} {
+			_, err := ix.release(ctx)
+			switch {
+			case err == nil:
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, index.ErrClosed) || errors.Is(err, textindex.ErrClosed):
+				db.indexDamaged(s, fmt.Errorf("reopening the %s index after the seal: %w", ix.name, err))
+				return
+			default:
+				s.log.Warn("a sealed store keeps its indexes' memtables until it is closed", "index", ix.name, "err", err)
+				return
+			}
+		}
+		s.log.Debug("released a sealed store's index memtables", "reserved_before", before,
+			"reserved_after", s.meta.MemTableBytes()+s.text.MemTableBytes(), "took", time.Since(t0).Round(time.Millisecond))
+	}()
 }

@@ -119,6 +119,9 @@ type Store struct {
 	catching      atomic.Bool
 	catchUpCancel context.CancelFunc
 	catchUpFailed string
+	// memCancel (guarded by mu) stops the release of the indexes'
+	// memtables after a seal (DB.releaseMemTables).
+	memCancel context.CancelFunc
 
 	// remote is set for a store read from a bucket (remote.go): data is
 	// nil, meta and text are nil until its indexes are cached.
@@ -1180,13 +1183,16 @@ const unflushedCloseWait = 2 * time.Second
 // its files.
 func (s *Store) closeBy(deadline time.Time) error {
 	s.mu.Lock()
-	stopFilter, stopCatchUp := s.filterCancel, s.catchUpCancel
+	stopFilter, stopCatchUp, stopRelease := s.filterCancel, s.catchUpCancel, s.memCancel
 	s.mu.Unlock()
 	if stopFilter != nil {
 		stopFilter() // a filter scan holds refs shared until it sees this
 	}
 	if stopCatchUp != nil {
 		stopCatchUp() // so does a background catch-up
+	}
+	if stopRelease != nil {
+		stopRelease() // and the release of a sealed store's memtables
 	}
 	s.refs.Lock()
 	defer s.refs.Unlock()

@@ -2,6 +2,7 @@ package textindex
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -360,6 +361,21 @@ func (ix *Index) dropWriterReader() {
 		ix.writerReader = nil
 	}
 }
+
+// ReleaseMemTables gives back the block cache an index that has stopped
+// taking writes keeps for its memtables: it flushes the index and reopens
+// it in place, between operations (kv.DB.Reopen) (the writer's lookup iterator is closed first); operations before and
+// after it see the same entries and none fails for it. It reports whether
+// it reopened (an index in memory or read-only is left as it is). A store
+// calls it once sealed. It waits, until ctx ends, for a moment when no
+// operation holds the index.
+func (ix *Index) ReleaseMemTables(ctx context.Context) (bool, error) {
+	return ix.db.Reopen(ctx, ix.dropWriterReader)
+}
+
+// MemTableBytes returns the bytes of block cache the index's memtables
+// reserve (0 once closed).
+func (ix *Index) MemTableBytes() uint64 { return ix.db.MemTableBytes() }
 
 // Checkpoint writes a consistent copy of the index as of now into dir
 // (which must not exist); see kv.DB.CheckpointTo.

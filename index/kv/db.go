@@ -2,9 +2,12 @@ package kv
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -19,19 +22,28 @@ import (
 //     WAL: what was committed but not flushed would otherwise be re-indexed
 //     from the data file at the next open);
 //   - the format record is the first thing a new index writes and the
-//     first thing an existing one is checked by (LoadFormat).
+//     first thing an existing one is checked by (LoadFormat);
+//   - Reopen closes and opens the database again in place, between
+//     operations, to give back the memtable memory a database that has
+//     stopped taking writes keeps (see memTableBytes).
 //
 // Its Pebble methods (Get, NewIter, Set, ...) are the embedded
-// *pebble.DB's; the caller holds the database open around them. Errors of
+// *pebble.DB's; the caller holds the database open around them and reads
+// the embedded pointer only while it does (Reopen replaces it). Errors of
 // the lifecycle methods name the index ("index /data/000001/meta: flush: ...").
 type DB struct {
-	*pebble.DB
-	name     string
-	readOnly bool
-	errs     Errors
+	*pebble.DB // replaced by Reopen, with closeMu held exclusively
+	name       string
+	dir        string
+	opts       OpenOptions // what Reopen opens the database with again
+	errs       Errors
 
-	closeMu sync.RWMutex // shared by every operation, exclusive in Close
+	closeMu sync.RWMutex // shared by every operation, exclusive in Close and Reopen
 	closed  bool
+	// reopenGate, while Reopen waits for the running operations to end,
+	// is closed when it stops waiting: new operations wait for that (at
+	// most reopenGateWait) instead of keeping the database busy forever.
+	reopenGate atomic.Pointer[chan struct{}]
 }
 
 // Errors are the owning package's sentinel errors, which DB's methods
@@ -54,16 +66,25 @@ func OpenDB(name, dir string, o OpenOptions, errs Errors) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &DB{DB: db, name: name, readOnly: o.ReadOnly, errs: errs}, nil
+	return &DB{DB: db, name: name, dir: dir, opts: o, errs: errs}, nil
 }
 
 // ReadOnly says whether the database was opened read-only.
-func (d *DB) ReadOnly() bool { return d.readOnly }
+func (d *DB) ReadOnly() bool { return d.opts.ReadOnly }
 
 // Acquire holds the database open for one operation; it fails with
 // errs.Closed once Close has begun. Every successful Acquire is paired
-// with a Release.
+// with a Release. While Reopen waits for the operations running to end,
+// a new one waits for it first, at most reopenGateWait.
 func (d *DB) Acquire() error {
+	if g := d.reopenGate.Load(); g != nil {
+		t := time.NewTimer(reopenGateWait)
+		select {
+		case <-*g:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	d.closeMu.RLock()
 	if d.closed {
 		d.closeMu.RUnlock()
@@ -111,7 +132,7 @@ func (d *DB) LoadFormat(key, fresh []byte) ([]byte, error) {
 	if nonEmpty {
 		return nil, fmt.Errorf("%w: no format record in a non-empty index", d.errs.Corrupt)
 	}
-	if d.readOnly {
+	if d.opts.ReadOnly {
 		return nil, fmt.Errorf("%w: no format record", d.errs.NoIndex)
 	}
 	if err := d.DB.Set(key, fresh, pebble.NoSync); err != nil {
@@ -244,7 +265,7 @@ func (d *DB) Close(beforeFlush func()) error {
 		beforeFlush()
 	}
 	var ferr error
-	if !d.readOnly {
+	if !d.opts.ReadOnly {
 		ferr = d.DB.Flush()
 	}
 	cerr := d.DB.Close()
@@ -252,4 +273,161 @@ func (d *DB) Close(beforeFlush func()) error {
 		return fmt.Errorf("%s: close: %w", d.name, err)
 	}
 	return nil
+}
+
+// MemTableBytes returns the bytes of block cache the database's memtables
+// reserve: the memtables in use and the one Pebble keeps to recycle (0
+// once closed).
+func (d *DB) MemTableBytes() uint64 {
+	if d.Acquire() != nil {
+		return 0
+	}
+	defer d.Release()
+	m := d.DB.Metrics()
+	return m.MemTable.Size + m.MemTable.ZombieSize
+}
+
+// Reopen closes the database and opens it again with the same options,
+// in place: operations before it used the old database, operations after
+// it use the new one, and none sees it closed. It is how a database that
+// no longer takes many writes (a sealed store's index) gives back its
+// memtables: Pebble grows a database's memtable size up to MemTableSize
+// and never shrinks it, keeps a flushed memtable to recycle, and reserves
+// both from the block cache, while a fresh open starts with one memtable
+// of 256 KiB (see memTableBytes).
+//
+// Reopen first flushes under a shared hold and waits until no flush or
+// compaction runs (Pebble's close waits for them, and operations would
+// wait for the close). It then needs the database to itself. It never
+// waits in line for it (a blocked sync.RWMutex.Lock stops every new
+// operation, and an operation that holds the database across calls and
+// acquires it again inside — a search whose callback looks up the same
+// index, an index.Matcher kept for a page — would wait on itself for
+// good): new operations wait at most reopenGateWait each while Reopen
+// tries (TryLock) for up to reopenTryFor to find no operation running;
+// if it does not, it lets them run and tries again reopenRetryAfter
+// later, until ctx ends. Holding the database, Reopen runs beforeFlush
+// (the owner closes its own iterators there), flushes what was committed
+// since, closes the database and opens it again: operations wait for
+// that (a few milliseconds), and a fresh open's cache is cold for what
+// the database reads next.
+//
+// It reports whether it reopened: a database in memory (whose contents
+// the close would lose) or read-only (whose memtable never grows) is left
+// as it is. A failed flush leaves the database open as it was; a failed
+// open leaves it closed (operations fail with the owner's closed error),
+// and its error wraps that one too.
+func (d *DB) Reopen(ctx context.Context, beforeFlush func()) (reopened bool, err error) {
+	if d.opts.InMemory || d.opts.ReadOnly {
+		return false, nil
+	}
+	if err := d.FlushMemtable(); err != nil {
+		return false, err
+	}
+	for {
+		if err := d.waitIdle(ctx); err != nil {
+			return false, err
+		}
+		got, err := d.lockForReopen(ctx)
+		if err != nil {
+			return false, err
+		}
+		if got {
+			break
+		}
+		if err := sleepCtx(ctx, reopenRetryAfter); err != nil {
+			return false, fmt.Errorf("%s: reopen: %w", d.name, err)
+		}
+	}
+	defer d.closeMu.Unlock()
+	if beforeFlush != nil {
+		beforeFlush()
+	}
+	if err := d.DB.Flush(); err != nil {
+		return false, fmt.Errorf("%s: reopen: flush: %w", d.name, err)
+	}
+	cerr := d.DB.Close()
+	db, err := Open(d.dir, d.opts)
+	if err != nil {
+		d.closed = true
+		return false, fmt.Errorf("%s: reopen: %w; %w", d.name, errors.Join(cerr, err), d.errs.Closed)
+	}
+	d.DB = db
+	if cerr != nil {
+		return true, fmt.Errorf("%s: reopen: close: %w", d.name, cerr)
+	}
+	return true, nil
+}
+
+// How Reopen waits for the database to itself: new operations wait up to
+// reopenGateWait for it while it tries for up to reopenTryFor, every
+// reopenPoll; after a try that did not find the database idle, it lets
+// operations run for reopenRetryAfter.
+const (
+	reopenGateWait   = 20 * time.Millisecond
+	reopenTryFor     = 100 * time.Millisecond
+	reopenPoll       = time.Millisecond
+	reopenRetryAfter = 500 * time.Millisecond
+)
+
+// lockForReopen takes closeMu exclusively if, within reopenTryFor (new
+// operations held at the gate meanwhile), no operation holds it and no
+// flush or compaction runs. It fails with errs.Closed after Close.
+func (d *DB) lockForReopen(ctx context.Context) (bool, error) {
+	gate := make(chan struct{})
+	d.reopenGate.Store(&gate)
+	defer func() {
+		d.reopenGate.Store(nil)
+		close(gate)
+	}()
+	deadline := time.Now().Add(reopenTryFor)
+	for {
+		if d.closeMu.TryLock() {
+			if d.closed {
+				d.closeMu.Unlock()
+				return false, d.errs.Closed
+			}
+			// A commit may have started a flush since waitIdle looked:
+			// the close would wait for it, holding every operation.
+			if CompactionOf(d.DB).Running == 0 {
+				return true, nil
+			}
+			d.closeMu.Unlock()
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if err := sleepCtx(ctx, reopenPoll); err != nil {
+			return false, fmt.Errorf("%s: reopen: %w", d.name, err)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// waitIdle waits, holding the database only for each look, until no
+// flush or compaction runs.
+func (d *DB) waitIdle(ctx context.Context) error {
+	for {
+		if err := d.Acquire(); err != nil {
+			return err
+		}
+		running := CompactionOf(d.DB).Running
+		d.Release()
+		if running == 0 {
+			return nil
+		}
+		if err := sleepCtx(ctx, 10*reopenPoll); err != nil {
+			return fmt.Errorf("%s: reopen: %w", d.name, err)
+		}
+	}
 }

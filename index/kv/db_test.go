@@ -1,8 +1,14 @@
 package kv
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -138,5 +144,146 @@ func TestSettle(t *testing.T) {
 	}
 	if done, err := db.Settle(1, 64<<20, 1<<30); err != nil || done {
 		t.Fatalf("second Settle = %v, %v; want nothing to do (L0 empty)", done, err)
+	}
+}
+
+// TestReopenReleasesMemTables: a database whose memtables grew to full
+// size while it took writes keeps them (Pebble never shrinks them) until
+// Reopen, which gives them back to the block cache down to a fresh
+// open's one small memtable; readers racing it (holding the database
+// across calls and acquiring it again inside, as a search's callback
+// does) get every key right and are never refused; writes after it
+// land; a database in memory or read-only is left alone; and a closed
+// one fails with the owner's closed error.
+func TestReopenReleasesMemTables(t *testing.T) {
+	dir := t.TempDir()
+	db, err := openTestDB(t, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(nil)
+	val := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 64<<10) }
+	const keys = 512 // 32 MiB: memtables grow 256 KiB, 512 KiB, ... up to memTableBytes
+	for i := 0; i < keys; i++ {
+		if err := db.Set([]byte(fmt.Sprintf("k%04d", i)), val(i), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FlushMemtable(); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.MemTableBytes(); got < memTableBytes {
+		t.Fatalf("after 32 MiB of writes and a flush the memtables reserve %d bytes; want at least %d (full size, kept)", got, memTableBytes)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	errs := make(chan error, 8)
+	check := func(i int) error {
+		v, ok, err := db.Value([]byte(fmt.Sprintf("k%04d", i)))
+		if err != nil || !ok || !bytes.Equal(v, val(i)) {
+			return fmt.Errorf("key %d: %d bytes, found %t, %v", i, len(v), ok, err)
+		}
+		return nil
+	}
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; ctx.Err() == nil; i = (i + 7) % keys {
+				if err := db.Acquire(); err != nil {
+					errs <- fmt.Errorf("acquire while reopening: %w", err)
+					return
+				}
+				r, err := NewPointReader(db.DB)
+				if err == nil {
+					var v []byte
+					var ok bool
+					v, ok, err = r.Get([]byte(fmt.Sprintf("k%04d", i)))
+					if err == nil && (!ok || !bytes.Equal(v, val(i))) {
+						err = fmt.Errorf("key %d through a reader: %d bytes, found %t", i, len(v), ok)
+					}
+					if g == 0 && err == nil {
+						// Held across a second hold of the same database.
+						time.Sleep(time.Millisecond)
+						err = check((i + 1) % keys)
+					}
+					err = errors.Join(err, r.Close())
+				}
+				db.Release()
+				if err != nil {
+					errs <- err
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for reads.Load() < 50 {
+		time.Sleep(time.Millisecond)
+	}
+	var dropped bool
+	reopened, err := db.Reopen(context.Background(), func() { dropped = true })
+	if err != nil || !reopened || !dropped {
+		t.Fatalf("Reopen = %t, %v (hook ran %t); want reopened", reopened, err, dropped)
+	}
+	before := reads.Load()
+	for reads.Load() < before+50 && len(errs) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := db.MemTableBytes(); got > 256<<10 {
+		t.Fatalf("after Reopen the memtables reserve %d bytes; want a fresh open's 256 KiB at most", got)
+	}
+	for i := 0; i < keys; i += 31 {
+		if err := check(i); err != nil {
+			t.Fatalf("after Reopen: %v", err)
+		}
+	}
+	if err := db.Set([]byte("after"), []byte("x"), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := db.Value([]byte("after")); err != nil || !ok || string(v) != "x" {
+		t.Fatalf("a write after Reopen reads back %q %t %v", v, ok, err)
+	}
+
+	mem, err := OpenDB("in memory", t.TempDir(), OpenOptions{Merger: testMerger(), InMemory: true}, Errors{Closed: errTestClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Set([]byte("m"), []byte("1"), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if reopened, err := mem.Reopen(context.Background(), nil); reopened || err != nil {
+		t.Fatalf("Reopen of a database in memory = %t, %v; want left alone", reopened, err)
+	}
+	if v, ok, err := mem.Value([]byte("m")); err != nil || !ok || string(v) != "1" {
+		t.Fatalf("in memory after Reopen: %q %t %v; want its key kept", v, ok, err)
+	}
+	mem.Close(nil)
+
+	if err := db.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := openTestDB(t, dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close(nil)
+	if reopened, err := ro.Reopen(context.Background(), nil); reopened || err != nil {
+		t.Fatalf("Reopen of a read-only database = %t, %v; want left alone", reopened, err)
+	}
+	if v, ok, err := ro.Value([]byte("k0003")); err != nil || !ok || !bytes.Equal(v, val(3)) {
+		t.Fatalf("read-only after Reopen: key 3: %d bytes, %t, %v", len(v), ok, err)
+	}
+	if reopened, err := db.Reopen(context.Background(), nil); reopened || !errors.Is(err, errTestClosed) {
+		t.Fatalf("Reopen after Close = %t, %v; want %v", reopened, err, errTestClosed)
 	}
 }

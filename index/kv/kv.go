@@ -40,21 +40,28 @@ const DefaultCacheBytes = 32 << 20
 // Memtables: Pebble reserves their memory from the block cache, so the cache
 // is created larger by memTableBytes × maxMemTables (NewCache).
 //
-// Memtables stay at 16 MiB although larger ones cost less CPU per span
-// written: an index's keys are spread over its whole key space (see
-// l0CompactionThreshold), so each flushed table overlaps all of the base
-// level and each L0 → base compaction rewrites it, and storing 1.2M spans
-// of the bench workload took 28.5–29.7 µs of daemon CPU per span with 16
-// MiB memtables and 24.2–26.2 with 64 MiB (~530 against ~310 MB of index
-// tables written). But Pebble never shrinks a database's memtable size
-// once grown, and reserves each memtable's size from the shared block
-// cache: every store sealed while the daemon runs keeps two full-size
-// memtable reservations until it is closed. With 64 MiB memtables the
-// sealed stores of a 10M-span bulk load (three, at the default 1 GiB
+// Pebble grows a database's memtable size by doubling from 256 KiB up to
+// MemTableSize and never shrinks it; it also keeps the last flushed
+// memtable to recycle, reserved as well. So an index that took many
+// writes keeps up to two full-size memtables reserved from the cache for
+// as long as it stays open, writes or not. A store's indexes are
+// therefore reopened once it is sealed (DB.Reopen; storedir's
+// releaseMemTables), which leaves each with a fresh open's one 256 KiB
+// memtable. Before that (up to 98e557c), every store sealed while the
+// daemon ran kept its reservations until a restart: with 64 MiB memtables
+// the sealed stores of a 10M-span bulk load (three, at the default 1 GiB
 // max_store_size) reserved ~384 MiB of the 512 MiB cache, the bloom
 // filters no longer stayed cached, and at rest attribute search p50 went
 // from 1.8 to 20.7 ms, get CPU from 475 to 567 µs, and the bulk load from
-// 65k to 36k spans/s (make bench-large).
+// 65k to 36k spans/s (make bench-large); with 16 MiB, 32-64 MiB per
+// rotation, all of the default cache after about eight.
+//
+// Larger memtables cost less CPU per span written: an index's keys are
+// spread over its whole key space (see l0CompactionThreshold), so each
+// flushed table overlaps all of the base level and each L0 → base
+// compaction rewrites it, and storing 1.2M spans of the bench workload
+// took 28.5–29.7 µs of daemon CPU per span with 16 MiB memtables and
+// 24.2–26.2 with 64 MiB (~530 against ~310 MB of index tables written).
 const (
 	memTableBytes = 16 << 20
 	maxMemTables  = 2
@@ -84,8 +91,9 @@ func NewCache(blockBytes int64) *pebble.Cache {
 
 // NewSharedCache returns one block cache for the indexes of many stores
 // (OpenOptions.Cache): blockBytes of blocks besides the memtables'
-// reservation of one store taking writes (its two indexes; a store that
-// takes no writes keeps one small memtable per index). Sharing keeps the
+// reservation of one store taking writes (its two indexes; a sealed store
+// keeps one small memtable per index once its indexes are reopened, see
+// DB.Reopen). Sharing keeps the
 // blocks every lookup needs (bloom filters, index blocks) cached whichever
 // store's index reads them, where a cache per index would split the same
 // bytes into small caches that each hold only part of its index's filters.
