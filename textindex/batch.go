@@ -132,8 +132,13 @@ const (
 	idBits   = 64 - gramBits
 )
 
-// Commit writes the batch's new strings, their trigram postings and the
-// watermark atomically (without syncing).
+// Commit writes the batch's new strings and the watermark atomically
+// (without syncing), and the trigram postings of every block of ids the
+// batch completes (see Index.unposted): a block's lists are written once,
+// when its last id is committed, instead of a merge operand per trigram
+// per batch. The postings of the ids of the open block are kept in memory
+// (searches verify those strings directly) and rebuilt from the stored
+// strings at the next open if they are lost.
 func (b *Batch) Commit() error {
 	ix := b.ix
 	if err := ix.acquire(); err != nil {
@@ -149,27 +154,19 @@ func (b *Batch) Commit() error {
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
 	ix.mu.RLock()
-	count, watermark := ix.count, ix.watermark
+	count, watermark, posted, unposted := ix.count, ix.watermark, ix.posted, ix.unposted
 	ix.mu.RUnlock()
 	if count != b.base {
 		return fmt.Errorf("text index %s: commit: %w", ix.dir, ErrBatchConflict)
 	}
 
 	var wb kv.Batch
-	// Two keys per string plus about one posting list per ten strings.
-	var strBytes, maxPosts int
+	var strBytes int
 	for _, s := range b.order {
 		strBytes += len(s)
-		if len(s) <= maxTrigramBytes {
-			maxPosts += max(len(s)-2, 0) // ToLower may change the length; this only sizes a slice
-		}
 	}
-	wb.Grow(2*len(b.order)+len(b.order)/10+1, 2*strBytes+24*len(b.order))
+	wb.Grow(2*len(b.order)+1, 2*strBytes+24*len(b.order))
 	var key, val []byte
-	// Trigram postings as words (trigram, id), and the long strings' ids,
-	// both in id order.
-	posts := make([]uint64, 0, maxPosts)
-	var longIDs []uint64
 	for i, s := range b.order {
 		id := b.base + uint64(i) + 1
 		if id >= 1<<idBits {
@@ -179,7 +176,108 @@ func (b *Batch) Commit() error {
 		wb.Set(key, binary.AppendUvarint(val[:0], id))
 		key = idKey(key[:0], id)
 		wb.Set(key, []byte(s))
-		lower := strings.ToLower(s)
+	}
+	newCount := b.base + uint64(len(b.order))
+	// Appending past the end readers see (they read what they took): the
+	// index's own unposted changes only once the batch is committed.
+	for _, s := range b.order {
+		unposted = unposted.append(s)
+	}
+	// The last id of the last complete block (ids id>>blockShift == k
+	// for every k below the one newCount+1 opens).
+	postTo := (newCount + 1) &^ (blockSize - 1)
+	if postTo > 0 {
+		postTo--
+	}
+	if len(unposted.lower) > maxUnpostedBytes {
+		postTo = newCount
+	}
+	if postTo > posted {
+		appendPostings(&wb, posted, unposted, int(postTo-posted))
+	}
+	if b.hasWatermark {
+		watermark = b.watermark
+	}
+	newPosted := max(posted, postTo)
+	wb.Set(keyState, appendState(nil, newCount, watermark, newPosted))
+	if err := wb.Commit(ix.db.DB); err != nil {
+		return fmt.Errorf("text index %s: commit: %w", ix.dir, err)
+	}
+	if ix.writerReader != nil && len(b.order) > 0 {
+		ix.writerReader.Close()
+		ix.writerReader = nil
+	}
+	if ix.committed != nil {
+		for _, s := range b.order {
+			ix.committed.add(s)
+		}
+	}
+	if newPosted > posted {
+		// New arrays: the posted strings are not kept alive behind them.
+		unposted = unposted.from(int(newPosted - posted))
+	}
+	ix.mu.Lock()
+	ix.count, ix.watermark = newCount, watermark
+	ix.posted, ix.unposted = newPosted, unposted
+	ix.mu.Unlock()
+	// The new strings are not put in the string → id cache: the writer
+	// (storedir's interner) remembers them itself, and a reader's Lookup
+	// fills the cache with what it looks up.
+	// The batch is spent: committing it again conflicts.
+	b.base = math.MaxUint64
+	b.pending, b.order = nil, nil
+	return nil
+}
+
+// maxUnpostedBytes bounds the bytes of the strings whose postings a text
+// index keeps in memory (Index.unposted): past it, a commit writes them
+// all, the open block's too (its later strings then add a second operand
+// to its lists, which the merge operator unions).
+const maxUnpostedBytes = 8 << 20
+
+// postAll writes the postings of every string that has none in Pebble yet
+// (Flush, Compact: a store being sealed, a rebuild being finished).
+func (ix *Index) postAll() error {
+	if ix.db.ReadOnly() {
+		return nil
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	ix.mu.RLock()
+	count, watermark, posted, unposted := ix.count, ix.watermark, ix.posted, ix.unposted
+	ix.mu.RUnlock()
+	if posted == count {
+		return nil
+	}
+	var wb kv.Batch
+	appendPostings(&wb, posted, unposted, unposted.len())
+	wb.Set(keyState, appendState(nil, count, watermark, count))
+	if err := wb.Commit(ix.db.DB); err != nil {
+		return fmt.Errorf("text index %s: write postings: %w", ix.dir, err)
+	}
+	ix.mu.Lock()
+	ix.posted, ix.unposted = count, unpostedStrings{}
+	ix.mu.Unlock()
+	return nil
+}
+
+// appendPostings adds to wb the trigram postings ('g') and long-string
+// lists ('l') of the first n strings of strs, those of ids after+1, ….
+func appendPostings(wb *kv.Batch, after uint64, strs unpostedStrings, n int) {
+	maxPosts := 0
+	for i := range n {
+		if l := len(strs.str(i)); l <= maxTrigramBytes {
+			maxPosts += max(l-2, 0)
+		}
+	}
+	var key, val []byte
+	// Trigram postings as words (trigram, id), and the long strings' ids,
+	// both in id order.
+	posts := make([]uint64, 0, maxPosts)
+	var longIDs []uint64
+	for i := range n {
+		id := after + uint64(i) + 1
+		lower := strs.str(i)
 		if len(lower) > maxTrigramBytes {
 			longIDs = append(longIDs, id)
 			continue
@@ -222,33 +320,6 @@ func (b *Batch) Commit() error {
 		emit([]byte{prefixGram, byte(g >> 16), byte(g >> 8), byte(g)}, ids)
 	}
 	emit([]byte{prefixLong}, longIDs)
-	newCount := b.base + uint64(len(b.order))
-	if b.hasWatermark {
-		watermark = b.watermark
-	}
-	wb.Set(keyState, appendState(nil, newCount, watermark))
-	if err := wb.Commit(ix.db.DB); err != nil {
-		return fmt.Errorf("text index %s: commit: %w", ix.dir, err)
-	}
-	if ix.writerReader != nil && len(b.order) > 0 {
-		ix.writerReader.Close()
-		ix.writerReader = nil
-	}
-	if ix.committed != nil {
-		for _, s := range b.order {
-			ix.committed.add(s)
-		}
-	}
-	ix.mu.Lock()
-	ix.count, ix.watermark = newCount, watermark
-	ix.mu.Unlock()
-	// The new strings are not put in the string → id cache: the writer
-	// (storedir's interner) remembers them itself, and a reader's Lookup
-	// fills the cache with what it looks up.
-	// The batch is spent: committing it again conflicts.
-	b.base = math.MaxUint64
-	b.pending, b.order = nil, nil
-	return nil
 }
 
 // sortByGram sorts trigram postings (see gramBits) by their trigram,

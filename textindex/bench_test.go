@@ -83,6 +83,27 @@ func BenchmarkSearch(b *testing.B) {
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+	// "open-block": 12,000 more strings, all in the block of ids the last
+	// one opened, so their postings are not written yet (Index.unposted):
+	// every search also verifies those strings from memory.
+	batch := ix.NewBatch()
+	for i := 0; i < 12_000; i++ {
+		batch.Intern(fmt.Sprintf("%s%s-%d %s", words[rng.IntN(10)], words[rng.IntN(10)], rng.IntN(1_000_000), words[rng.IntN(10)]))
+	}
+	if err := batch.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range patterns[:2] {
+		b.Run("open-block/"+p, func(b *testing.B) {
+			cpu0 := processCPU()
+			for i := 0; i < b.N; i++ {
+				if _, _, err := ix.Search(context.Background(), p, 100); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
 	// "cold": the index reopened with a block cache of 1 MiB, far smaller
 	// than the index, as with the stores of a large data directory: a
 	// block a search needs is mostly read and decompressed again.

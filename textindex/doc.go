@@ -23,7 +23,16 @@
 //     maxTrigramBytes bytes;
 //   - 'l' block → posting list of the longer strings, which every substring
 //     search verifies directly;
-//   - 'm' format; state (count, watermark), written with every batch.
+//   - 'm' format; state (count, watermark, and the largest id whose
+//     postings are written when that is not count), written with every
+//     batch.
+//
+// The 'g' and 'l' postings of a block of ids are written once, when the
+// block's last id is committed (or by Flush, or past 8 MiB of strings
+// waiting), not as a merge operand per trigram per batch: the index keeps
+// the strings of the open block in memory, a search verifies them after
+// the ids the postings give, and an index opened with some of them
+// unposted reads them back from their 'i' keys.
 //
 // docs/format/index-keys.md documents every byte.
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -27,18 +28,22 @@ func (ix *Index) Search(ctx context.Context, substr string, limit int) (ids []ui
 	defer ix.release()
 	pattern := strings.ToLower(substr)
 	// Strings are visible to r once count covers them; ids above count,
-	// committed while the search opens its iterators, are ignored.
-	count := ix.Count()
+	// committed while the search opens its iterators, are ignored. So are
+	// postings above posted (a block completed meanwhile): those strings
+	// are verified from unposted, as taken here.
+	ix.mu.RLock()
+	count, posted, unposted := ix.count, ix.posted, ix.unposted
+	ix.mu.RUnlock()
 	r, err := kv.NewPointReader(ix.db.DB)
 	if err != nil {
 		return nil, false, fmt.Errorf("text index %s: search: %w", ix.dir, err)
 	}
 	defer r.Close()
-	s := &searcher{ix: ix, ctx: ctx, r: r, pattern: pattern, limit: limit, count: count}
+	s := &searcher{ix: ix, ctx: ctx, r: r, pattern: pattern, limit: limit, count: count, posted: posted}
 	if len(pattern) < 3 {
 		err = s.scan()
-	} else {
-		err = s.trigrams()
+	} else if err = s.trigrams(); err == nil && !s.truncated {
+		err = s.unposted(unposted)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("text index %s: search %q: %w", ix.dir, substr, err)
@@ -53,6 +58,7 @@ type searcher struct {
 	pattern   string // lower-cased
 	limit     int
 	count     uint64
+	posted    uint64 // postings above it are ignored (see Search)
 	ids       []uint64
 	truncated bool
 	buf       []byte
@@ -148,7 +154,11 @@ func (s *searcher) newCursor(prefix []byte) (*postingCursor, error) {
 		return nil, err
 	}
 	c := &postingCursor{prefix: prefix, iter: iter}
-	return c, c.settle(iter.First())
+	if err := c.settle(iter.First()); err != nil {
+		iter.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 func (c *postingCursor) settle(valid bool) error {
@@ -374,7 +384,7 @@ func (s *searcher) trigrams() error {
 				return err
 			}
 			id := blk<<blockShift | uint64(off)
-			if id > s.count {
+			if id > s.posted {
 				return nil // ascending: every later candidate is newer too
 			}
 			s.key = idKey(s.key[:0], id)
@@ -389,6 +399,30 @@ func (s *searcher) trigrams() error {
 				return nil
 			}
 		}
+	}
+	return nil
+}
+
+// unposted finds the pattern in the strings of ids posted+1, posted+2, …
+// (whose postings are not written yet; see Index.unposted), in id order,
+// after every id the postings gave.
+func (s *searcher) unposted(u unpostedStrings) error {
+	pattern := []byte(s.pattern)
+	for at := 0; at < len(u.lower); {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		m := bytes.Index(u.lower[at:], pattern)
+		if m < 0 {
+			return nil
+		}
+		// The string holding the match: the first whose end is past it
+		// (a match never spans the 0xff between two strings).
+		i, _ := slices.BinarySearch(u.ends, at+m)
+		if !s.add(s.posted + uint64(i) + 1) {
+			return nil
+		}
+		at = u.ends[i] + 1
 	}
 	return nil
 }

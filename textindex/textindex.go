@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble"
@@ -91,9 +92,17 @@ type Index struct {
 	// empty (nil otherwise); guarded by writeMu.
 	committed *stringFilter
 
-	mu        sync.RWMutex // guards count and watermark
+	mu        sync.RWMutex // guards count, watermark, posted and unposted
 	count     uint64
 	watermark int64
+	// posted is the largest id whose trigram postings (or long-string
+	// list entry) are in Pebble; unposted holds the strings of ids
+	// posted+1 … count, in id order (their postings are written when
+	// their block of ids is complete, or by Flush). The writer replaces
+	// it or appends to it; readers take it under mu and read only what
+	// it held then.
+	posted   uint64
+	unposted unpostedStrings
 
 	ids     *lruMap[string, uint64] // string → id
 	strings *lruMap[uint64, string] // id → string
@@ -143,7 +152,15 @@ func (ix *Index) load() error {
 		return err
 	}
 	if ok {
-		if ix.count, ix.watermark, err = decodeState(v); err != nil {
+		if ix.count, ix.watermark, ix.posted, err = decodeState(v); err != nil {
+			return err
+		}
+	}
+	if ix.posted > ix.count {
+		return fmt.Errorf("%w: state record: postings written up to id %d of %d", ErrCorrupt, ix.posted, ix.count)
+	}
+	if ix.posted < ix.count {
+		if err := ix.loadUnposted(); err != nil {
 			return err
 		}
 	}
@@ -156,24 +173,116 @@ func (ix *Index) load() error {
 
 func (ix *Index) get(key []byte) ([]byte, bool, error) { return ix.db.Value(key) }
 
-// The state record: uvarint count, varint watermark.
-func appendState(dst []byte, count uint64, watermark int64) []byte {
-	return binary.AppendVarint(binary.AppendUvarint(dst, count), watermark)
+// loadUnposted reads the strings of ids posted+1 … count, whose postings
+// are not written yet (a writer stopped before their block was complete).
+func (ix *Index) loadUnposted() error {
+	iter, err := ix.db.NewIter(&pebble.IterOptions{LowerBound: idKey(nil, ix.posted+1), UpperBound: []byte{prefixID + 1}})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	want := ix.posted + 1
+	for iter.First(); iter.Valid() && want <= ix.count; iter.Next() {
+		id, n, ok := readOrdered(iter.Key()[1:])
+		if !ok || 1+n != len(iter.Key()) {
+			return fmt.Errorf("%w: id key %x malformed", ErrCorrupt, iter.Key())
+		}
+		if id != want {
+			return fmt.Errorf("%w: string %d is missing (found %d)", ErrCorrupt, want, id)
+		}
+		v, err := iter.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		ix.unposted = ix.unposted.append(string(v))
+		want++
+	}
+	if err := iter.Error(); err != nil {
+		return err
+	}
+	if want <= ix.count {
+		return fmt.Errorf("%w: string %d is missing", ErrCorrupt, want)
+	}
+	return nil
 }
 
-func decodeState(v []byte) (count uint64, watermark int64, err error) {
+// unpostedStrings holds strings lower-cased (strings.ToLower), each
+// followed by 0xff, which no lower-cased string or pattern holds (they are
+// valid UTF-8): one bytes.Index over lower finds a pattern in all of them.
+// ends[i] is where string i's 0xff is.
+type unpostedStrings struct {
+	lower []byte
+	ends  []int
+}
+
+// append returns u with s added; it may write into u's arrays past
+// their length (never what u holds).
+func (u unpostedStrings) append(s string) unpostedStrings {
+	u.lower = append(append(u.lower, strings.ToLower(s)...), 0xff)
+	u.ends = append(u.ends, len(u.lower)-1)
+	return u
+}
+
+// len returns the number of strings.
+func (u unpostedStrings) len() int { return len(u.ends) }
+
+// str returns lower-cased string i.
+func (u unpostedStrings) str(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = u.ends[i-1] + 1
+	}
+	return u.lower[start:u.ends[i]]
+}
+
+// from returns a copy of u without its first n strings.
+func (u unpostedStrings) from(n int) unpostedStrings {
+	if n == u.len() {
+		return unpostedStrings{}
+	}
+	start := 0
+	if n > 0 {
+		start = u.ends[n-1] + 1
+	}
+	out := unpostedStrings{lower: append([]byte(nil), u.lower[start:]...), ends: make([]int, 0, u.len()-n)}
+	for _, e := range u.ends[n:] {
+		out.ends = append(out.ends, e-start)
+	}
+	return out
+}
+
+// The state record: uvarint count, varint watermark, then, only when the
+// postings of the last ids are not written yet, uvarint posted (the
+// largest id whose postings are).
+func appendState(dst []byte, count uint64, watermark int64, posted uint64) []byte {
+	dst = binary.AppendVarint(binary.AppendUvarint(dst, count), watermark)
+	if posted != count {
+		dst = binary.AppendUvarint(dst, posted)
+	}
+	return dst
+}
+
+func decodeState(v []byte) (count uint64, watermark int64, posted uint64, err error) {
 	count, n := binary.Uvarint(v)
 	if n <= 0 {
-		return 0, 0, fmt.Errorf("%w: state record %x: bad count", ErrCorrupt, v)
+		return 0, 0, 0, fmt.Errorf("%w: state record %x: bad count", ErrCorrupt, v)
 	}
 	watermark, m := binary.Varint(v[n:])
-	if m <= 0 || n+m != len(v) {
-		return 0, 0, fmt.Errorf("%w: state record %x: bad watermark", ErrCorrupt, v)
+	if m <= 0 {
+		return 0, 0, 0, fmt.Errorf("%w: state record %x: bad watermark", ErrCorrupt, v)
 	}
-	if !bytes.Equal(appendState(nil, count, watermark), v) {
-		return 0, 0, fmt.Errorf("%w: state record %x: non-minimal varint", ErrCorrupt, v)
+	posted = count
+	if n+m < len(v) {
+		var k int
+		posted, k = binary.Uvarint(v[n+m:])
+		if k <= 0 || n+m+k != len(v) || posted >= count {
+			return 0, 0, 0, fmt.Errorf("%w: state record %x: bad posted id", ErrCorrupt, v)
+		}
 	}
-	return count, watermark, nil
+	if !bytes.Equal(appendState(nil, count, watermark, posted), v) {
+		return 0, 0, 0, fmt.Errorf("%w: state record %x: non-minimal varint", ErrCorrupt, v)
+	}
+	return count, watermark, posted, nil
 }
 
 // acquire holds the index open for one operation.
@@ -324,14 +433,22 @@ func (ix *Index) Watermark() (int64, error) {
 	return ix.watermark, nil
 }
 
-// Flush writes the memtable to sstables.
+// Flush writes the postings of every string committed (see
+// Index.unposted), then the memtable to sstables.
 func (ix *Index) Flush() error {
+	if err := ix.postAll(); err != nil {
+		return err
+	}
 	ix.dropWriterReader()
 	return ix.db.FlushMemtable()
 }
 
-// Compact compacts the whole index (to measure its settled size).
+// Compact writes the postings of every string committed, then compacts
+// the whole index (to measure its settled size).
 func (ix *Index) Compact() error {
+	if err := ix.postAll(); err != nil {
+		return err
+	}
 	ix.dropWriterReader()
 	return ix.db.CompactAll()
 }

@@ -390,19 +390,24 @@ func TestReadOnlyAndIntegrity(t *testing.T) {
 }
 
 func FuzzDecodeState(f *testing.F) {
-	f.Add(appendState(nil, 5, 1000))
-	f.Add(appendState(nil, 0, -1))
+	f.Add(appendState(nil, 5, 1000, 5))
+	f.Add(appendState(nil, 0, -1, 0))
+	f.Add(appendState(nil, 70000, 1<<30, 65535)) // postings of the open block not written
 	f.Add([]byte{0x80})
+	f.Add([]byte{0x05, 0x02, 0x05}) // posted = count, written: not minimal
 	f.Fuzz(func(t *testing.T, v []byte) {
-		count, wm, err := decodeState(v)
+		count, wm, posted, err := decodeState(v)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error without ErrCorrupt: %v", err)
 			}
 			return
 		}
-		if string(appendState(nil, count, wm)) != string(v) {
-			t.Fatalf("state %x decodes to %d/%d, which encodes differently", v, count, wm)
+		if posted > count {
+			t.Fatalf("state %x: posted %d > count %d", v, posted, count)
+		}
+		if string(appendState(nil, count, wm, posted)) != string(v) {
+			t.Fatalf("state %x decodes to %d/%d/%d, which encodes differently", v, count, wm, posted)
 		}
 	})
 }
@@ -486,4 +491,108 @@ func TestSearchAcrossBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after compaction")
+}
+
+// TestPostingsOfTheOpenBlock: the trigram postings of a block of ids are
+// written when its last id is committed; until then searches verify its
+// strings from memory, a reopened index reads them back from the stored
+// strings (the writer stopped before the block was complete), and Flush
+// writes what a block has so far (a later string of the block adds a
+// second operand to its lists). Every search matches the brute-force
+// definition throughout.
+func TestPostingsOfTheOpenBlock(t *testing.T) {
+	dir := t.TempDir()
+	ix := openTest(t, dir)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var strs []string
+	gen := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("Key-%d %s/%d #%d", rng.IntN(100_000), []string{"GET", "select", "Quokka", "naïve"}[rng.IntN(4)], rng.IntN(1_000_000), len(strs)+i)
+			if (len(strs)+i)%blockSize == 100 {
+				out[i] = strings.Repeat("Long ", 1000) + out[i] // no trigrams: the 'l' list
+			}
+		}
+		strs = append(strs, out...)
+		return out
+	}
+	var dict []string
+	intern := func(strs []string) {
+		for i := 0; i < len(strs); i += 997 {
+			b := ix.NewBatch()
+			for _, s := range strs[i:min(len(strs), i+997)] {
+				if id := b.Intern(s); id != uint64(len(dict))+1 {
+					t.Fatalf("Intern(%q) = %d, want %d", s, id, len(dict)+1)
+				}
+				dict = append(dict, s)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	patterns := []string{"quokka", "key-12", "NAÏVE/1", "select/99", "et/", "zz", "ong long"}
+	check := func(when string, wantPosted uint64) {
+		t.Helper()
+		ix.mu.RLock()
+		posted, count, unposted := ix.posted, ix.count, ix.unposted.len()
+		ix.mu.RUnlock()
+		if posted != wantPosted || count != uint64(len(dict)) || uint64(unposted) != count-posted {
+			t.Fatalf("%s: posted %d of %d with %d strings in memory, want posted %d of %d", when, posted, count, unposted, wantPosted, len(dict))
+		}
+		for _, p := range append(patterns, dict[len(dict)-1][2:9], dict[rng.IntN(len(dict))][1:6]) {
+			var want []uint64
+			for i, s := range dict {
+				if strings.Contains(strings.ToLower(s), strings.ToLower(p)) {
+					want = append(want, uint64(i+1))
+				}
+			}
+			for _, limit := range []int{0, 5} {
+				got, truncated, err := ix.Search(context.Background(), p, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := len(want)
+				if limit > 0 {
+					n = min(limit, n)
+				}
+				if !slices.Equal(got, want[:n]) || truncated != (n < len(want)) {
+					t.Fatalf("%s: Search(%q, %d) = %v (truncated %v), want %v of %d", when, p, limit, head(got), truncated, head(want[:n]), len(want))
+				}
+			}
+		}
+	}
+	intern(gen(blockSize + 500))
+	check("block 0 complete", blockSize-1)
+	// The writer stops: what is committed reaches the disk (as a store's
+	// checkpoint would flush it), the open block's postings do not.
+	if err := ix.db.FlushMemtable(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix = openTest(t, dir)
+	check("reopened", blockSize-1)
+	intern(gen(blockSize))
+	check("block 1 complete", 2*blockSize-1)
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("flushed", uint64(len(dict)))
+	intern(gen(300)) // the rest of the block flushed in part
+	check("after a flush", uint64(len(dict)-300))
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted", uint64(len(dict)))
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix = openTest(t, dir)
+	defer ix.Close()
+	check("reopened flushed", uint64(len(dict)))
 }
