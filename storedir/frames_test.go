@@ -1,6 +1,7 @@
 package storedir
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"hash/crc32"
@@ -298,5 +299,91 @@ func TestKnownLayoutReads(t *testing.T) {
 	}
 	if n := db.DamagedChunks(); n != 2 {
 		t.Fatalf("DamagedChunks = %d, want 2", n)
+	}
+}
+
+// TestDamagedStringTable: a chunk's first frame holds its string table
+// with the literals stored raw (chunk.zstdLeadFrame), so a string of a
+// span lies in the stored bytes as it is. One letter of it changed (a
+// valid UTF-8 string still, under a recomputed CRC-32 so only zstd's
+// content checksum can tell) fails every span of the chunk as damaged,
+// naming the store, the chunk and frame 0: no read returns the changed
+// string. The same change made after the chunk was read once (its layout
+// kept, the CRC-32 left as it was) fails the next read too.
+func TestDamagedStringTable(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		dir := t.TempDir()
+		spans, path := framesTestStore(t, dir)
+		offs, _ := chunkFrames(t, path)
+		off := offs[1]
+		inChunk := spans[500:1000] // the second request is the second chunk
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := raw[off+chunk.ChunkHeaderSize : offs[2]]
+		// A span whose user.id appears in the stored bytes (in the first
+		// frame: it is the only one holding strings).
+		var victim *trace.Span
+		at := -1
+		for _, sp := range inChunk {
+			v, ok := sp.Attrs.Get("user.id")
+			if !ok || len(v.Str) < 6 {
+				continue
+			}
+			if i := bytes.Index(stored, []byte(v.Str)); i >= 0 && bytes.Count(stored, []byte(v.Str)) == 1 {
+				victim, at = sp, i+len(v.Str)-1
+				break
+			}
+		}
+		if victim == nil {
+			t.Fatal("no span's user.id lies in the chunk's stored bytes as it is")
+		}
+		db := openTestDB(t, dir, testOptions())
+		db.cache = newChunkCache(1)
+		if after {
+			if _, err := db.GetSpan(context.Background(), victim.TraceID, victim.SpanID); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := db.layouts.get(db.stores[0].key(), off); !ok {
+				t.Fatal("no layout kept for the chunk read")
+			}
+			if _, err := db.GetSpan(context.Background(), spans[0].TraceID, spans[0].SpanID); err != nil {
+				t.Fatal(err) // another chunk: the victim's view leaves the cache
+			}
+		}
+		b := stored[at]
+		stored[at] = 'a' + (b-'a'+1)%26
+		if b < 'a' || b > 'z' {
+			stored[at] = 'x'
+		}
+		if !after {
+			binary.BigEndian.PutUint32(raw[off+12:], crc32.ChecksumIEEE(stored))
+		}
+		w, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteAt(raw[off:offs[2]], off); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		want := "zstd: frame 0 at stored byte 0"
+		if after {
+			want = "checksum" // read whole again: its CRC-32 no longer matches
+		}
+		for _, sp := range []*trace.Span{victim, inChunk[len(inChunk)-1]} {
+			got, warns, err := db.GetSpanWithWarnings(context.Background(), sp.TraceID, sp.SpanID)
+			if err != nil || got != nil || len(warns) != 1 || warns[0].Store != StoreName(0) || warns[0].Offset != off || !strings.Contains(warns[0].Error, want) {
+				t.Fatalf("after=%v: span %s of the damaged chunk: %v, %v, warnings %+v; want one naming store %s offset %d and %q",
+					after, sp.SpanID, got != nil, err, warns, StoreName(0), off, want)
+			}
+		}
+		if n := db.DamagedChunks(); n != 1 {
+			t.Fatalf("after=%v: DamagedChunks = %d, want 1", after, n)
+		}
+		_, warns, _ := db.GetSpanWithWarnings(context.Background(), victim.TraceID, victim.SpanID)
+		t.Logf("after=%v: %s", after, warns[0].Error)
+		db.Close()
 	}
 }
