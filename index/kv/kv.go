@@ -56,12 +56,25 @@ const DefaultCacheBytes = 32 << 20
 // 65k to 36k spans/s (make bench-large); with 16 MiB, 32-64 MiB per
 // rotation, all of the default cache after about eight.
 //
-// Larger memtables cost less CPU per span written: an index's keys are
-// spread over its whole key space (see l0CompactionThreshold), so each
-// flushed table overlaps all of the base level and each L0 → base
-// compaction rewrites it, and storing 1.2M spans of the bench workload
-// took 28.5–29.7 µs of daemon CPU per span with 16 MiB memtables and
-// 24.2–26.2 with 64 MiB (~530 against ~310 MB of index tables written).
+// Memtables stay at 16 MiB although larger ones cost less CPU per span
+// written: an index's keys are spread over its whole key space (see
+// l0CompactionThreshold), so each flushed table overlaps all of the base
+// level and each L0 → base compaction rewrites it. Storing 1.2M spans of
+// the bench workload took 28.5–29.7 µs of daemon CPU per span with 16 MiB
+// memtables and 24.2–26.2 with 64 MiB (~530 against ~310 MB of index
+// tables written); 10M spans, with sealed stores' memtables released,
+// 28.6–30.3 against 24.1–25.0 (two builds each, alternated, the machine
+// shared). But the stores rest with more in L0 (snappy tables of 4 KiB
+// blocks over the whole key space, which every posting-list seek merges):
+// at 10M the two stores' metadata indexes kept 9 and 0 MB there with 16
+// MiB memtables, 34 and 57 MB with 64, and read at rest (5000 gets, 50
+// searches of each kind; 5 runs against 7, alternated) the means of the
+// search p50s were slower with 64: attribute 1.86 against 2.27 ms,
+// duration 2.51 against 2.89, errors 1.5 (one run of 4.2 left out)
+// against 2.5; search CPU 3.70 against 3.97 ms, get CPU 331 against 367
+// µs. The writing store's memtables would also reserve 256 MiB of cache
+// and memory instead of 64. Larger memtables need those L0 tables
+// compacted away at rest (at seal, or by Settle) to be a win.
 const (
 	memTableBytes = 16 << 20
 	maxMemTables  = 2
