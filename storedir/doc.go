@@ -54,7 +54,16 @@
 // hand-offs (the group commits of unbatched writers) are gathered first,
 // up to 128 spans or 40 ms, and indexed in one batch per index (a batch of
 // two spans costs over twice the CPU per span of one of 32); a read that
-// waits for one of them, a rotation or Close ends the gathering at once. The data file
+// waits for one of them, a rotation or Close ends the gathering at once.
+// A store's indexer interns through one ChunkIndexer from group to group:
+// the string → text id map of what it committed stays in memory (at most
+// 262,144 strings or 16 MiB of them, then it starts afresh; forgotten when
+// a text batch is not committed, and dropped at the seal), so a repeated
+// string costs a map lookup, and the ids are still exactly those of
+// IndexChunks. The text index keeps the trigram postings of its open block
+// of ids in memory and writes each block's lists once, when the block is
+// complete or the index is flushed (a seal or close flushes it), so a
+// search verifies the open block's strings directly (textindex). The data file
 // is its log: indexes have no WAL, and whatever they lack past their
 // watermarks is re-indexed from the data file at the next open. Three
 // numbered marks connect the two goroutines: queued (the last hand-off),
