@@ -157,7 +157,10 @@ func (d *DB) held(op string, fn func() error) error {
 // FlushMemtable writes the memtable to sstables, so that everything
 // committed so far survives a crash.
 func (d *DB) FlushMemtable() error {
-	return d.held("flush", d.DB.Flush)
+	// A closure, not the method value d.DB.Flush: that would read d.DB
+	// before held acquires the database, and Reopen may replace (and
+	// close) it in between.
+	return d.held("flush", func() error { return d.DB.Flush() })
 }
 
 // CompactAll compacts the whole index into as few levels as possible

@@ -287,3 +287,69 @@ func TestReopenReleasesMemTables(t *testing.T) {
 		t.Fatalf("Reopen after Close = %t, %v; want %v", reopened, err, errTestClosed)
 	}
 }
+
+// TestReopenRacesLifecycleMethods runs DB's own lifecycle methods (each
+// holds the database itself) while Reopen swaps the database again and
+// again: none may touch the database Reopen closed. FlushMemtable once
+// passed the method value d.DB.Flush to held, which read d.DB before the
+// hold: a flush racing a sealed store's reopen (a tiering upload's
+// CopySealed) then flushed the closed database and panicked with "pebble:
+// closed" (and -race named the read).
+func TestReopenRacesLifecycleMethods(t *testing.T) {
+	db, err := openTestDB(t, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ops := []struct {
+		name string
+		run  func(i int) error
+	}{
+		{"set+flush", func(i int) error {
+			if err := db.Acquire(); err != nil {
+				return err
+			}
+			err := db.Set([]byte(fmt.Sprintf("k%06d", i)), []byte("v"), pebble.NoSync)
+			db.Release()
+			return errors.Join(err, db.FlushMemtable())
+		}},
+		{"compact", func(int) error { return db.CompactAll() }},
+		{"metrics", func(int) error {
+			_, _, _, _ = db.L0Tables(), db.DiskBytes(), db.Compaction(), db.MemTableBytes()
+			return nil
+		}},
+	}
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	errs := make(chan error, len(ops))
+	for _, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				if err := op.run(i); err != nil {
+					errs <- fmt.Errorf("%s while reopening: %w", op.name, err)
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	for n := 0; n < 5; n++ {
+		before := done.Load()
+		if reopened, err := db.Reopen(ctx, nil); err != nil || !reopened {
+			t.Fatalf("Reopen %d = %t, %v", n, reopened, err)
+		}
+		for done.Load() < before+10 && len(errs) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
