@@ -241,6 +241,12 @@ func (ix *Index) postAll() error {
 	if ix.db.ReadOnly() {
 		return nil
 	}
+	// Held like a Commit: Close or a Reopen (ReleaseMemTables) must not
+	// close the database under the write.
+	if err := ix.acquire(); err != nil {
+		return err
+	}
+	defer ix.release()
 	ix.writeMu.Lock()
 	defer ix.writeMu.Unlock()
 	ix.mu.RLock()
