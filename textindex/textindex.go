@@ -159,6 +159,14 @@ func (ix *Index) load() error {
 	if ix.posted > ix.count {
 		return fmt.Errorf("%w: state record: postings written up to id %d of %d", ErrCorrupt, ix.posted, ix.count)
 	}
+	// Every commit writes the postings of each block of ids it completes,
+	// so fewer than blockSize ids ever wait for theirs: a record that says
+	// more is damaged, and loadUnposted must not read the whole index into
+	// memory for it.
+	if ix.count-ix.posted >= blockSize {
+		return fmt.Errorf("%w: state record: %d strings without postings (ids %d to %d), more than a block of %d",
+			ErrCorrupt, ix.count-ix.posted, ix.posted+1, ix.count, blockSize)
+	}
 	if ix.posted < ix.count {
 		if err := ix.loadUnposted(); err != nil {
 			return err

@@ -596,3 +596,56 @@ func TestPostingsOfTheOpenBlock(t *testing.T) {
 	defer ix.Close()
 	check("reopened flushed", uint64(len(dict)))
 }
+
+// TestStateClaimingTooManyUnposted: a state record whose posted id lies a
+// block or more below its count (no writer leaves one: each commit writes
+// the postings of every block it completes) is reported as damaged at
+// open, instead of reading that many strings into memory; one a block
+// minus one below opens, with those strings found by search.
+func TestStateClaimingTooManyUnposted(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		unposted uint64
+		wantErr  bool
+	}{{"block-1", blockSize - 1, false}, {"block", blockSize, true}, {"all", blockSize + 100, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ix := openTest(t, dir)
+			n := int(blockSize + 100)
+			strs := make([]string, n)
+			for i := range strs {
+				strs[i] = fmt.Sprintf("state-%06d", i)
+			}
+			internAll(t, ix, strs, 1000)
+			if err := ix.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			count, watermark := ix.count, ix.watermark
+			if err := ix.db.Set(keyState, appendState(nil, count, watermark, count-tc.unposted), pebble.NoSync); err != nil {
+				t.Fatal(err)
+			}
+			if err := ix.db.Close(nil); err != nil {
+				t.Fatal(err)
+			}
+			ix2, err := Open(dir, Options{})
+			if tc.wantErr {
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "without postings") {
+					t.Fatalf("open with %d strings claimed unposted: %v, want ErrCorrupt naming them", tc.unposted, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ix2.Close()
+			if got := ix2.unposted.len(); uint64(got) != tc.unposted {
+				t.Fatalf("%d strings read back unposted, want %d", got, tc.unposted)
+			}
+			want := strs[n-1]
+			ids, _, err := ix2.Search(context.Background(), want, 10)
+			if err != nil || len(ids) != 1 || ids[0] != count {
+				t.Fatalf("search %q = %v, %v; want [%d]", want, ids, err, count)
+			}
+		})
+	}
+}
