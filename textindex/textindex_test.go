@@ -456,32 +456,9 @@ func TestSearchAcrossBlocks(t *testing.T) {
 		a := rng.IntN(len(s) - 8)
 		patterns = append(patterns, s[a:a+3+rng.IntN(6)])
 	}
-	lower := make([]string, len(dict))
-	for i, s := range dict {
-		lower[i] = strings.ToLower(s)
-	}
 	check := func(when string) {
-		for _, p := range patterns {
-			var want []uint64
-			for i, s := range lower {
-				if strings.Contains(s, strings.ToLower(p)) {
-					want = append(want, uint64(i+1))
-				}
-			}
-			for _, limit := range []int{0, 7} {
-				got, truncated, err := ix.Search(context.Background(), p, limit)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := len(want)
-				if limit > 0 {
-					n = min(limit, n)
-				}
-				if !slices.Equal(got, want[:n]) || truncated != (n < len(want)) {
-					t.Fatalf("%s: Search(%q, %d) = %v (truncated %v), want %v of %d", when, p, limit, head(got), truncated, head(want[:n]), len(want))
-				}
-			}
-		}
+		t.Helper()
+		checkSearchBruteForce(t, ix, dict, patterns, 7, when)
 	}
 	check("merged operands")
 	if err := ix.Flush(); err != nil {
@@ -540,27 +517,7 @@ func TestPostingsOfTheOpenBlock(t *testing.T) {
 		if posted != wantPosted || count != uint64(len(dict)) || uint64(unposted) != count-posted {
 			t.Fatalf("%s: posted %d of %d with %d strings in memory, want posted %d of %d", when, posted, count, unposted, wantPosted, len(dict))
 		}
-		for _, p := range append(patterns, dict[len(dict)-1][2:9], dict[rng.IntN(len(dict))][1:6]) {
-			var want []uint64
-			for i, s := range dict {
-				if strings.Contains(strings.ToLower(s), strings.ToLower(p)) {
-					want = append(want, uint64(i+1))
-				}
-			}
-			for _, limit := range []int{0, 5} {
-				got, truncated, err := ix.Search(context.Background(), p, limit)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := len(want)
-				if limit > 0 {
-					n = min(limit, n)
-				}
-				if !slices.Equal(got, want[:n]) || truncated != (n < len(want)) {
-					t.Fatalf("%s: Search(%q, %d) = %v (truncated %v), want %v of %d", when, p, limit, head(got), truncated, head(want[:n]), len(want))
-				}
-			}
-		}
+		checkSearchBruteForce(t, ix, dict, append(patterns, dict[len(dict)-1][2:9], dict[rng.IntN(len(dict))][1:6]), 5, when)
 	}
 	intern(gen(blockSize + 500))
 	check("block 0 complete", blockSize-1)
@@ -647,5 +604,34 @@ func TestStateClaimingTooManyUnposted(t *testing.T) {
 				t.Fatalf("search %q = %v, %v; want [%d]", want, ids, err, count)
 			}
 		})
+	}
+}
+
+// checkSearchBruteForce compares ix.Search of each pattern, without a
+// limit and with limit, against a scan of dict (the index's strings, id
+// i+1 at dict[i]): the same ids in order, truncated exactly when the limit
+// cut them.
+func checkSearchBruteForce(t *testing.T, ix *Index, dict, patterns []string, limit int, when string) {
+	t.Helper()
+	for _, p := range patterns {
+		var want []uint64
+		for i, s := range dict {
+			if strings.Contains(strings.ToLower(s), strings.ToLower(p)) {
+				want = append(want, uint64(i+1))
+			}
+		}
+		for _, limit := range []int{0, limit} {
+			got, truncated, err := ix.Search(context.Background(), p, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(want)
+			if limit > 0 {
+				n = min(limit, n)
+			}
+			if !slices.Equal(got, want[:n]) || truncated != (n < len(want)) {
+				t.Fatalf("%s: Search(%q, %d) = %v (truncated %v), want %v of %d", when, p, limit, head(got), truncated, head(want[:n]), len(want))
+			}
+		}
 	}
 }
