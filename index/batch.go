@@ -549,7 +549,8 @@ func (b *Batch) Commit() error {
 	if st.spans != b.base {
 		return fmt.Errorf("index %s: commit: %w", ix.dir, ErrBatchConflict)
 	}
-	wb := &kv.Batch{}
+	wb := &ix.wb
+	defer wb.Reset(ix.keep)
 	var key, val []byte
 
 	// Trace records, and the count of traces not seen before.

@@ -102,10 +102,12 @@ type Index struct {
 	// search path).
 	prefetchKeys int
 
-	writeMu sync.Mutex // serializes Commit; guards recent, pairs and builder
+	writeMu sync.Mutex // serializes Commit; guards recent, pairs, builder and wb
 	recent  *recentSet[[16]byte]
 	pairs   *recentSet[KV]
 	builder blockPostings // builds a sealed block's posting lists
+	wb      kv.Batch      // each Commit's writes, its arrays kept for the next
+	keep    int           // how much of wb's arrays to keep (kv.Batch.Reset)
 	// known holds every trace id of an index that was empty when opened
 	// (nil otherwise, or read-only): see traceFilter.
 	known *traceFilter
@@ -156,10 +158,14 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	ix := &Index{
 		db: db, dir: dir,
 		prefetchKeys: maxPrefetchKeys,
+		keep:         kv.KeepSmall,
 		columns:      newColumnCache(opt.ColumnCacheBlocks),
 		recent:       newRecentSet[[16]byte](opt.TraceCacheEntries),
 		pairs:        newRecentSet[KV](opt.TraceCacheEntries),
 		order:        &blockOrder{},
+	}
+	if opt.BulkLoad {
+		ix.keep = kv.KeepLarge
 	}
 	if err := ix.load(uint(opt.BlockShift)); err != nil {
 		_ = db.DB.Close()
@@ -337,6 +343,10 @@ func (ix *Index) Settle(minL0, maxBytes, room uint64) (bool, error) {
 // calls it once sealed. It waits, until ctx ends, for a moment when no
 // operation holds the index.
 func (ix *Index) ReleaseMemTables(ctx context.Context) (bool, error) {
+	// The writer's batch arrays go too: a sealed store writes no more.
+	ix.writeMu.Lock()
+	ix.wb = kv.Batch{}
+	ix.writeMu.Unlock()
 	return ix.db.Reopen(ctx, nil)
 }
 

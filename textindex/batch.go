@@ -160,7 +160,8 @@ func (b *Batch) Commit() error {
 		return fmt.Errorf("text index %s: commit: %w", ix.dir, ErrBatchConflict)
 	}
 
-	var wb kv.Batch
+	wb := &ix.wb
+	defer wb.Reset(ix.keep)
 	var strBytes int
 	for _, s := range b.order {
 		strBytes += len(s)
@@ -193,7 +194,7 @@ func (b *Batch) Commit() error {
 		postTo = newCount
 	}
 	if postTo > posted {
-		appendPostings(&wb, posted, unposted, int(postTo-posted))
+		ix.posts.appendPostings(wb, posted, unposted, int(postTo-posted), ix.keep)
 	}
 	if b.hasWatermark {
 		watermark = b.watermark
@@ -255,8 +256,9 @@ func (ix *Index) postAll() error {
 	if posted == count {
 		return nil
 	}
-	var wb kv.Batch
-	appendPostings(&wb, posted, unposted, unposted.len())
+	wb := &ix.wb
+	defer wb.Reset(ix.keep)
+	ix.posts.appendPostings(wb, posted, unposted, unposted.len(), ix.keep)
 	wb.Set(keyState, appendState(nil, count, watermark, count))
 	if err := wb.Commit(ix.db.DB); err != nil {
 		return fmt.Errorf("text index %s: write postings: %w", ix.dir, err)
@@ -267,9 +269,17 @@ func (ix *Index) postAll() error {
 	return nil
 }
 
+// postingsScratch holds appendPostings' arrays from one call to the next
+// (a block's postings take a few MB of them; a bulk load posts block after
+// block).
+type postingsScratch struct {
+	posts, buf []uint64
+}
+
 // appendPostings adds to wb the trigram postings ('g') and long-string
-// lists ('l') of the first n strings of strs, those of ids after+1, ….
-func appendPostings(wb *kv.Batch, after uint64, strs unpostedStrings, n int) {
+// lists ('l') of the first n strings of strs, those of ids after+1, …; it
+// keeps its arrays for the next call while they hold at most keep bytes.
+func (sc *postingsScratch) appendPostings(wb *kv.Batch, after uint64, strs unpostedStrings, n, keep int) {
 	maxPosts := 0
 	for i := range n {
 		if l := len(strs.str(i)); l <= maxTrigramBytes {
@@ -279,7 +289,18 @@ func appendPostings(wb *kv.Batch, after uint64, strs unpostedStrings, n int) {
 	var key, val []byte
 	// Trigram postings as words (trigram, id), and the long strings' ids,
 	// both in id order.
-	posts := make([]uint64, 0, maxPosts)
+	if cap(sc.posts) < maxPosts {
+		sc.posts = make([]uint64, 0, maxPosts)
+	}
+	posts := sc.posts[:0]
+	defer func() {
+		if cap(sc.posts) > keep/8 {
+			sc.posts = nil
+		}
+		if cap(sc.buf) > keep/8 {
+			sc.buf = nil
+		}
+	}()
 	var longIDs []uint64
 	for i := range n {
 		id := after + uint64(i) + 1
@@ -300,7 +321,10 @@ func appendPostings(wb *kv.Batch, after uint64, strs unpostedStrings, n int) {
 	// list are adjacent with their offsets ascending (a string's repeats
 	// of a trigram next to each other): the lists come out in key order
 	// and none is built in a map.
-	posts = sortByGram(posts)
+	if cap(sc.buf) < len(posts) {
+		sc.buf = make([]uint64, len(posts))
+	}
+	posts = sortByGram(posts, sc.buf[:len(posts)])
 	var offs []uint32
 	// emit writes the lists of ids (ascending) under prefix, one per block.
 	emit := func(prefix []byte, ids []uint64) {
@@ -331,12 +355,12 @@ func appendPostings(wb *kv.Batch, after uint64, strs unpostedStrings, n int) {
 // sortByGram sorts trigram postings (see gramBits) by their trigram,
 // stably: an LSD radix sort on the trigram's three bytes, so postings of
 // one trigram keep their (ascending id) order. It returns the sorted
-// slice, which is posts or a buffer of the same length.
-func sortByGram(posts []uint64) []uint64 {
+// slice, which is posts or buf (of the same length, its contents
+// overwritten).
+func sortByGram(posts, buf []uint64) []uint64 {
 	if len(posts) < 2 {
 		return posts
 	}
-	buf := make([]uint64, len(posts))
 	src, dst := posts, buf
 	for shift := uint(idBits); shift < 64; shift += 8 {
 		var counts [256]int

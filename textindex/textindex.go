@@ -84,7 +84,12 @@ type Index struct {
 	db  *kv.DB
 	dir string
 
-	writeMu sync.Mutex // serializes Commit and guards writerReader
+	writeMu sync.Mutex // serializes Commit and guards writerReader, wb and posts
+	// wb is each commit's writes and posts appendPostings' arrays, kept
+	// for the next commit up to keep bytes each (kv.Batch.Reset).
+	wb    kv.Batch
+	posts postingsScratch
+	keep  int
 	// writerReader answers Intern's lookups of strings not in the cache; it
 	// is reopened after each commit so that it sees everything committed.
 	writerReader *kv.PointReader
@@ -131,7 +136,10 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 		return nil, err
 	}
 	ix := &Index{db: db, dir: dir, ids: newLRUMap[string, uint64](opt.CacheEntries),
-		strings: newLRUMap[uint64, string](opt.CacheEntries)}
+		strings: newLRUMap[uint64, string](opt.CacheEntries), keep: kv.KeepSmall}
+	if opt.BulkLoad {
+		ix.keep = kv.KeepLarge
+	}
 	if err := ix.load(); err != nil {
 		_ = db.DB.Close()
 		return nil, fmt.Errorf("text index %s: %w", dir, err)
@@ -495,6 +503,10 @@ func (ix *Index) dropWriterReader() {
 // calls it once sealed. It waits, until ctx ends, for a moment when no
 // operation holds the index.
 func (ix *Index) ReleaseMemTables(ctx context.Context) (bool, error) {
+	// The writer's arrays go too: a sealed store writes no more.
+	ix.writeMu.Lock()
+	ix.wb, ix.posts = kv.Batch{}, postingsScratch{}
+	ix.writeMu.Unlock()
 	return ix.db.Reopen(ctx, ix.dropWriterReader)
 }
 

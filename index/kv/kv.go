@@ -253,9 +253,37 @@ func (r *PointReader) Close() error { return r.Iter.Close() }
 // Batch collects writes and applies them to Pebble in key order, which
 // makes memtable insertion cheaper (Pebble's skiplist inserter reuses the
 // previous insertion point).
+//
+// A Batch can be used again after Reset: a writer that commits batch after
+// batch (an index's Commit) keeps one, so that its arrays are not
+// allocated and grown again for every commit.
 type Batch struct {
 	arena []byte
 	ops   []bufferedOp
+	// items and tmp are sorted's arrays, kept for the next commit.
+	items, tmp []sortItem
+}
+
+// Batch sizes a writer keeps through Reset (KeepSmall: at most 1 MiB of
+// arena and 16,384 writes, about 2.5 MiB with the sort arrays; KeepLarge
+// for a bulk load's large batches): a batch larger than usual does not pin
+// its memory for as long as the writer lives.
+const (
+	KeepSmall = 1 << 20
+	KeepLarge = 64 << 20
+)
+
+// Reset empties the batch for reuse, keeping its arrays while they hold at
+// most keep bytes of keys and values and keep/64 writes (KeepSmall,
+// KeepLarge; 0 keeps nothing).
+func (b *Batch) Reset(keep int) {
+	if cap(b.arena) > keep {
+		b.arena = nil
+	}
+	if cap(b.ops) > keep/64 {
+		b.ops, b.items, b.tmp = nil, nil, nil
+	}
+	b.arena, b.ops = b.arena[:0], b.ops[:0]
 }
 
 type bufferedOp struct {
@@ -351,7 +379,10 @@ type sortItem struct {
 // bytes all heads share), then a sort of each run of equal heads by the
 // whole keys and, for equal keys, the order added.
 func (b *Batch) sorted() []sortItem {
-	items := make([]sortItem, len(b.ops))
+	if cap(b.items) < len(b.ops) {
+		b.items = make([]sortItem, len(b.ops), max(len(b.ops), 2*cap(b.items)))
+	}
+	items := b.items[:len(b.ops)]
 	var and, or uint64 = math.MaxUint64, 0
 	for i, op := range b.ops {
 		items[i] = sortItem{head: op.head, op: i}
@@ -359,8 +390,10 @@ func (b *Batch) sorted() []sortItem {
 		or |= op.head
 	}
 	if len(items) > 1 {
-		tmp := make([]sortItem, len(items))
-		src, dst := items, tmp
+		if cap(b.tmp) < len(items) {
+			b.tmp = make([]sortItem, len(items), cap(b.items))
+		}
+		src, dst := items, b.tmp[:len(items)]
 		for shift := uint(0); shift < 64; shift += 8 {
 			if byte(and>>shift) == byte(or>>shift) {
 				continue // every head has this byte

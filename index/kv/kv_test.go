@@ -40,9 +40,13 @@ func TestBatchPointReaderAndMerger(t *testing.T) {
 	if err := b.Commit(db); err != nil {
 		t.Fatal(err)
 	}
-	var b2 Batch
-	b2.Merge([]byte("k2"), []byte("c"))
-	if err := b2.Commit(db); err != nil {
+	// The same Batch again after Reset: only the new write is applied.
+	b.Reset(KeepSmall)
+	if b.Len() != 0 {
+		t.Fatalf("Len after Reset %d", b.Len())
+	}
+	b.Merge([]byte("k2"), []byte("c"))
+	if err := b.Commit(db); err != nil {
 		t.Fatal(err)
 	}
 	// Merge operands come back oldest first, also once flushed and
@@ -352,11 +356,18 @@ func TestBatchOrderManyOps(t *testing.T) {
 // TestBatchSortOrder checks Commit's order against a stable sort by key:
 // keys of every length (shorter than a head, equal heads, shared
 // prefixes, zero bytes), repeated keys whose writes must keep their order.
+// One Batch serves every round, Reset in between (keeping its arrays, or,
+// every third round, none), as an index's writer uses it.
 func TestBatchSortOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	alphabet := []byte{0, 1, 'a', 'b', 0xff}
+	var b Batch
 	for round := 0; round < 50; round++ {
-		var b Batch
+		if round%3 == 2 {
+			b.Reset(0)
+		} else {
+			b.Reset(KeepSmall)
+		}
 		type w struct {
 			key string
 			n   int
