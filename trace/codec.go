@@ -193,20 +193,7 @@ func (c *ChunkEncoder) Encode(dst []byte, spans []*Span) ([]byte, error) {
 // piece. It appends nothing for a payload without a span index or of at
 // most 2·target bytes. The offsets are from the start of that payload.
 func (c *ChunkEncoder) FrameCuts(cuts []int, target int) []int {
-	e := &c.e
-	size := c.size
-	if len(e.marks) == 0 || c.bodyAt == 0 || size <= 2*target {
-		return cuts
-	}
-	cuts = append(cuts, c.bodyAt)
-	last := c.bodyAt
-	for _, m := range e.marks {
-		if at := c.bodyAt + m; at-last >= target && size-at >= target/2 {
-			cuts = append(cuts, at)
-			last = at
-		}
-	}
-	return cuts
+	return frameCuts(cuts, c.e.marks, c.bodyAt, c.size, target)
 }
 
 type chunkEncoder struct {
@@ -785,9 +772,15 @@ type chunkDecoder struct {
 	stride  int
 	marks   []spanMark
 	indexAt int // where the span index starts
+	listAt  int // where the span list's first span starts
 	records int
-	slab    []Record // records are carved from slabs to save allocations
-	slabs   int      // slabs allocated so far
+	// nextRef is one past the highest string ref read so far;
+	// refsOutOfOrder is set when a ref skipped a table entry never named
+	// before it (noteRef).
+	nextRef        int
+	refsOutOfOrder bool
+	slab           []Record // records are carved from slabs to save allocations
+	slabs          int      // slabs allocated so far
 }
 
 // rebase makes d.off, a payload offset, relative to d.p (which holds the
@@ -929,6 +922,7 @@ func (d *chunkDecoder) ref(what string) (string, error) {
 	if at+1 < len(p) && p[at] == majorTag|tagStringRef && p[at+1] < 24 { // fast path
 		if id := int(p[at+1]); id < d.nstrs {
 			d.off = at + 2
+			d.noteRef(id)
 			if d.view == nil {
 				if s := d.strs[id]; s != "" || !d.lazy {
 					return s, nil
@@ -947,7 +941,17 @@ func (d *chunkDecoder) ref(what string) (string, error) {
 	if id >= uint64(d.nstrs) {
 		return "", d.corrupt(at, "%s: string ref %d outside the string table of %d entries", what, id, d.nstrs)
 	}
+	d.noteRef(int(id))
 	return d.str(int(id))
+}
+
+// noteRef records the order of the refs read (DecodeChunkLayout): a ref
+// past every one before it must name the next string of the table.
+func (d *chunkDecoder) noteRef(id int) {
+	if id >= d.nextRef {
+		d.refsOutOfOrder = d.refsOutOfOrder || id > d.nextRef
+		d.nextRef = id + 1
+	}
 }
 
 // str returns table entry id (< d.nstrs).
@@ -1077,6 +1081,7 @@ func (d *chunkDecoder) prologue() (int, error) {
 			return 0, err
 		}
 	}
+	d.listAt = d.off
 	return n, nil
 }
 
