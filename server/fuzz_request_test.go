@@ -66,6 +66,13 @@ func FuzzPutRequest(f *testing.F) {
 	}
 	f.Add(byte(0), lines.Bytes())
 	f.Add(byte(1), cb)
+	// A body of one chunk's worth, which the daemon stores as sent
+	// (storedir.DB.AppendPayload).
+	big, err := trace.EncodeChunk(nil, workload.Spans(78, 400))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(byte(1), big)
 	f.Add(byte(0), []byte(`{"trace_id":"00","span_id":"zz"}`+"\n"))
 	f.Add(byte(0), bytes.Repeat([]byte("{"), 10000))
 	f.Add(byte(1), cb[:len(cb)/2])

@@ -387,12 +387,14 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	body := http.MaxBytesReader(w, r.Body, lim.MaxBodySize)
 	ct := mediaType(r.Header.Get("Content-Type"))
 	var spans []*trace.Span
+	var payload []byte // a CBOR body: the chunk payload its spans came from
+	var layout *trace.PayloadLayout
 	var err error
 	switch ct {
 	case "application/x-ndjson", "application/jsonl", "application/json-lines":
 		spans, err = decodeJSONLines(body, lim)
 	case "application/cbor":
-		spans, err = decodeCBOR(body, r.ContentLength, lim)
+		spans, payload, layout, err = decodeCBOR(body, r.ContentLength, lim)
 	case "application/x-protobuf", "application/json", "application/protobuf":
 		if s.otlp == nil {
 			return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
@@ -422,7 +424,12 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("span %d: %v", i+1, err)
 		}
 	}
-	if err := s.db.Append(r.Context(), spans); err != nil {
+	if payload != nil {
+		err = s.db.AppendPayload(r.Context(), spans, payload, layout)
+	} else {
+		err = s.db.Append(r.Context(), spans)
+	}
+	if err != nil {
 		return err
 	}
 	s.metrics.ingestSpans.Add(float64(len(spans)))
@@ -461,23 +468,25 @@ func decodeJSONLines(body io.Reader, lim Limits) ([]*trace.Span, error) {
 	return spans, nil
 }
 
-// decodeCBOR decodes a CBOR body; size is its Content-Length (-1 when
-// unknown), so that a body of known length is read into one buffer of
-// that size instead of one grown from 512 bytes by doubling.
-func decodeCBOR(body io.Reader, size int64, lim Limits) ([]*trace.Span, error) {
+// decodeCBOR decodes a CBOR body (a chunk payload); size is its
+// Content-Length (-1 when unknown), so that a body of known length is read
+// into one buffer of that size instead of one grown from 512 bytes by
+// doubling. It returns the body too, with its layout: storedir may store
+// it as the spans' chunk (DB.AppendPayload) instead of encoding them again.
+func decodeCBOR(body io.Reader, size int64, lim Limits) ([]*trace.Span, []byte, *trace.PayloadLayout, error) {
 	b, err := readBody(body, size, lim.MaxBodySize)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	spans, err := trace.DecodeChunk(b, lim.Decode)
+	spans, layout, err := trace.DecodeChunkLayout(b, lim.Decode)
 	if err != nil {
-		return nil, badRequest("CBOR body: %v", err)
+		return nil, nil, nil, badRequest("CBOR body: %v", err)
 	}
 	if len(spans) > lim.MaxTracesPerRequest {
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
+		return nil, nil, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
 			Msg: fmt.Sprintf("%d spans in one request, more than %d", len(spans), lim.MaxTracesPerRequest)}
 	}
-	return spans, nil
+	return spans, b, layout, nil
 }
 
 // readBody reads body whole. A Content-Length within max sizes the buffer

@@ -51,6 +51,25 @@ type commitReq struct {
 // "Versions" in the package doc). Spans already stored identically are
 // skipped; a request made only of those returns nil at once.
 func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
+	return db.appendSpans(ctx, spans, nil, nil)
+}
+
+// AppendPayload is Append for spans that trace.DecodeChunkLayout decoded
+// from payload (a write request's CBOR body), unchanged since, with the
+// layout it returned. When the payload may be stored as sent (the layout
+// is Storable; every span has a span id and is stored, none being already
+// stored identically or repeated later in the request; and the payload is
+// one chunk's worth: larger than a groupable request, at most
+// ChunkTargetSize) its bytes become the chunk, cut into zstd frames where
+// the encoder would cut them, instead of being encoded again from the
+// spans: the stored chunk decodes to the same spans either way. Otherwise
+// it does exactly what Append does.
+func (db *DB) AppendPayload(ctx context.Context, spans []*trace.Span, payload []byte, layout *trace.PayloadLayout) error {
+	return db.appendSpans(ctx, spans, payload, layout)
+}
+
+// appendSpans is Append, and AppendPayload when payload is not nil.
+func (db *DB) appendSpans(ctx context.Context, spans []*trace.Span, payload []byte, layout *trace.PayloadLayout) error {
 	if db.opt.QueryOnly {
 		return ErrQueryOnly
 	}
@@ -60,9 +79,11 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 	if db.readOnly != "" {
 		return db.errReadOnly()
 	}
+	idsAssigned := false
 	for i, sp := range spans {
 		if sp.SpanID == 0 {
 			sp.SpanID = randomSpanID()
+			idsAssigned = true
 		}
 		if err := sp.Validate(); err != nil {
 			return fmt.Errorf("span %d: %w: %w", i, ErrInvalid, err)
@@ -75,7 +96,13 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 	if len(vc.keep) == 0 {
 		return nil // every span is stored already, identical: durable and indexed
 	}
-	req, err := db.prepare(vc.keep)
+	var req *commitReq
+	if payload != nil && !idsAssigned && len(vc.keep) == len(spans) {
+		req, err = db.prepareAsSent(vc.keep, payload, layout)
+	}
+	if req == nil && err == nil {
+		req, err = db.prepare(vc.keep)
+	}
 	if err != nil {
 		db.pending.remove(vc.keys)
 		return err
@@ -171,6 +198,29 @@ func (db *DB) prepare(spans []*trace.Span) (*commitReq, error) {
 		req.spans, req.payload, req.size, req.groupable = spans, small, len(small), true
 	}
 	return req, nil
+}
+
+// prepareAsSent is prepare for a request whose payload, as its client
+// sent it, holds exactly its spans (AppendPayload): it compresses the
+// payload as the request's one chunk, without encoding the spans again.
+// It returns a nil request when the payload is not to be stored as sent:
+// not Storable, small enough to be grouped with other requests, or more
+// than a chunk.
+func (db *DB) prepareAsSent(spans []*trace.Span, payload []byte, layout *trace.PayloadLayout) (*commitReq, error) {
+	if ok, _ := layout.Storable(); !ok || len(payload) <= db.groupableSize() ||
+		len(payload) > db.opt.ChunkTargetSize || len(payload) > chunk.MaxChunkSize {
+		return nil, nil
+	}
+	var cutsBuf [64]int
+	cuts := cutsBuf[:0]
+	if len(payload) > payloadFramedMin {
+		cuts = layout.FrameCuts(cuts, payloadFrameBytes)
+	}
+	enc, err := chunk.EncodeFrames(payload, cuts, db.opt.Chunk, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return &commitReq{chunks: []encodedChunk{{enc: enc, spans: spans}}, done: make(chan error, 1)}, nil
 }
 
 // encode splits spans into chunks of about ChunkTargetSize payload bytes

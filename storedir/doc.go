@@ -29,6 +29,12 @@
 // committer as its own chunk; a large request keeps the chunks its caller
 // encoded). Each chunk still carries its own
 // string table, so a chunk decodes on its own whichever requests filled it.
+// DB.AppendPayload is Append for spans decoded from a request body that is
+// itself a chunk payload (a CBOR write): when the body is what the encoder
+// would write in every way a reader relies on (trace.PayloadLayout's
+// Storable), every span of it is stored and it is one large request's
+// chunk, the body is compressed as the chunk, cut into frames where the
+// encoder would cut it, instead of encoding the spans again.
 // Under sync=batch with no BatchMaxDelay, a group holding fewer requests
 // than were recently in flight at once waits for the missing ones, at
 // most about one recent fsync (groupwait.go): two closed-loop writers then
