@@ -1,6 +1,7 @@
 package storedir
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,6 +114,10 @@ type Options struct {
 	// the memtables of the store taking writes; 0 means
 	// DefaultIndexCacheBytes.
 	IndexCacheBytes int64
+	// ChunkCacheViews bounds the chunk cache: the views of recently read
+	// chunks kept for later reads of their spans (see chunkCache); 0
+	// means DefaultChunkCacheViews.
+	ChunkCacheViews int
 
 	// replayCheckpoint and replayed: see storeOptions (tests only).
 	replayCheckpoint int64
@@ -139,6 +144,12 @@ type Options struct {
 // four indexes are ~56 MB and their index blocks ~2 MB, so this keeps
 // those and the data blocks of recent lookups cached.
 const DefaultIndexCacheBytes = 256 << 20
+
+// DefaultChunkCacheViews bounds the chunk cache by default: 256 views of
+// chunks, each holding the frames of its chunk that reads decoded (at
+// least its string table: ~52 KB for a 500-span chunk of the bench
+// workload).
+const DefaultChunkCacheViews = 256
 
 // Observer is told about each group commit (for metrics).
 type Observer interface {
@@ -248,7 +259,7 @@ func Open(ctx context.Context, dir string, opt Options) (*DB, error) {
 	}
 	db := &DB{dir: dir, opt: opt, log: opt.Logger, lock: lock,
 		commits: make(chan *commitReq, 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		cache: newChunkCache(256), layouts: newLayoutCache(layoutCacheEntries), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet(),
+		cache: newChunkCache(cmp.Or(opt.ChunkCacheViews, DefaultChunkCacheViews)), layouts: newLayoutCache(layoutCacheEntries), damage: newDamageLog(opt.Logger), bg: newBackground(), pending: newPendingSet(),
 		idx: newIndexPipeline()}
 	if db.readOnly = db.readOnlyAtStart(); db.readOnly != "" {
 		db.log.Error("disk full: opening the data directory read-only; reads serve what the indexes hold, writes are refused", "reason", db.readOnly)
