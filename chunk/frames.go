@@ -1,8 +1,10 @@
 package chunk
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"sync"
 )
 
@@ -26,6 +28,11 @@ import (
 // They were checked against the chunk's CRC-32 when ReadFrames read them,
 // and each frame's content checksum (XXH64) is checked as it is decoded,
 // so bytes that changed since are a Decompress corruption of the frame.
+//
+// The payload buffers come from a pool. A Frames nobody uses any more may
+// give them back with Release, after which no buffer it returned may be
+// read (see Release); one that is never released leaves them to the
+// garbage collector.
 type Frames struct {
 	off    int64 // of the chunk in its file, for errors
 	size   int   // payload bytes
@@ -35,6 +42,11 @@ type Frames struct {
 	frames []zstdFrameLoc
 	bufs   [][]byte // bufs[k] is frame k's payload bytes, once decoded
 	layout *Layout  // of a chunk of several frames ReadFrames read whole
+	// held are the pooled buffers behind whole and bufs (and those of
+	// frames copied into whole by build, which a reader may still hold),
+	// given back by Release; released is set by Release.
+	held     []*[]byte
+	released bool
 }
 
 // ReadFrames reads the chunk at off as ReadChunk does, but decompresses
@@ -146,6 +158,7 @@ func readFramesKnownAt(r io.ReaderAt, size int64, off int64, l *Layout) (fr *Fra
 	}
 	fr = &Frames{off: off, size: int(h.lsize), frames: frames, bufs: make([][]byte, len(frames))}
 	if _, err := fr.frame(0, b[ChunkHeaderSize:]); err != nil {
+		fr.Release()
 		return nil, 0, false
 	}
 	return fr, next, true
@@ -202,14 +215,16 @@ func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]
 		return nil, 0, &CorruptionError{Offset: off, Reason: Decompress, Err: err}
 	}
 	if len(frames) == 1 {
-		fr.whole = make([]byte, h.lsize, int(h.lsize)+zstdSlack)
+		fr.whole = fr.payloadBuf(int(h.lsize))
 		if err := frames[0].decodeInto(stored[frames[0].storedAt:frames[0].storedEnd], fr.whole, 0); err != nil {
+			fr.Release()
 			return nil, 0, &CorruptionError{Offset: off, Reason: Decompress, Err: err}
 		}
 		return fr, next, nil
 	}
 	fr.frames, fr.bufs = frames, make([][]byte, len(frames))
 	if _, err := fr.frame(0, stored); err != nil {
+		fr.Release()
 		return nil, 0, err
 	}
 	l := &Layout{ends: make([]uint64, len(frames))}
@@ -260,6 +275,9 @@ func (c *Frames) Fill(lo, hi int) (buf []byte, base int, err error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.released {
+		return nil, 0, fmt.Errorf("chunk at offset %d: %w", c.off, ErrReleased)
+	}
 	if c.whole != nil {
 		return c.whole, 0, nil
 	}
@@ -298,7 +316,7 @@ func (c *Frames) frame(k int, stored []byte) ([]byte, error) {
 	} else {
 		src = src[f.storedAt:f.storedEnd]
 	}
-	b := make([]byte, f.end-f.at, f.end-f.at+zstdSlack)
+	b := c.payloadBuf(f.end - f.at)
 	if err := f.decodeInto(src, b, k); err != nil {
 		return nil, &CorruptionError{Offset: c.off, Reason: Decompress, Err: err}
 	}
@@ -325,7 +343,7 @@ func (c *Frames) build() error {
 		defer putStoredBuf(bp)
 		stored = *bp
 	}
-	whole := make([]byte, c.size, c.size+zstdSlack)
+	whole := c.payloadBuf(c.size)
 	for k, f := range c.frames {
 		if b := c.bufs[k]; b != nil {
 			copy(whole[f.at:f.end], b)
@@ -339,8 +357,100 @@ func (c *Frames) build() error {
 			return &CorruptionError{Offset: c.off, Reason: Decompress, Err: err}
 		}
 	}
+	// The frames' own buffers stay held (a reader may still use one the
+	// Fill before returned) until Release.
 	c.whole, c.bufs = whole, nil
 	return nil
+}
+
+// ErrReleased is returned by a Fill of a Frames after its Release.
+var ErrReleased = errors.New("payload buffers released")
+
+// Release gives the payload buffers back to the pool that later reads
+// take theirs from. The caller promises that nothing reads any buffer a
+// Fill returned from now on, nor anything pointing into one (strings a
+// decoder made of their bytes): another chunk's bytes will be decoded
+// into them. A later Fill fails with ErrReleased; Release again does
+// nothing.
+func (c *Frames) Release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return
+	}
+	c.released = true
+	for _, bp := range c.held {
+		putPayloadBuf(bp)
+	}
+	c.held, c.whole, c.bufs = nil, nil, nil
+}
+
+// payloadBuf returns a buffer of n payload bytes with at least zstdSlack
+// bytes of capacity past them, from the pool, held by c until Release;
+// c.mu is held (or c not shared yet).
+func (c *Frames) payloadBuf(n int) []byte {
+	bp := getPayloadBuf(n + zstdSlack)
+	c.held = append(c.held, bp)
+	return (*bp)[:n]
+}
+
+// payloadBufs pools the buffers Frames decode payload bytes into, one pool
+// per size class (payloadClass): a get at 10M spans decodes a ~52 KB first
+// frame and a ~8 KB span frame, which were 70% of the bytes it allocated.
+var payloadBufs [payloadClasses]sync.Pool
+
+// Size classes of payloadBufs: class c holds buffers of payloadClassSize(c)
+// bytes, from 4 KiB up to 1 MiB in steps of a quarter of a power of two
+// (a buffer wastes at most a fifth of its bytes); larger ones are not pooled.
+const (
+	payloadClassMin = 12 // 4 KiB
+	payloadClassMax = 20 // 1 MiB
+	payloadClasses  = (payloadClassMax-payloadClassMin)*4 + 1
+)
+
+// payloadClass is the smallest class whose buffers hold n bytes, or -1
+// when n is over the largest.
+func payloadClass(n int) int {
+	if n <= 1<<payloadClassMin {
+		return 0
+	}
+	if n > 1<<payloadClassMax {
+		return -1
+	}
+	e := bits.Len(uint(n-1)) - 1   // 2^e < n <= 2^(e+1)
+	q := (n - 1 - 1<<e) >> (e - 2) // quarter steps past 2^e: 0..3
+	return (e-payloadClassMin)*4 + q + 1
+}
+
+// payloadClassSize is the size of class c's buffers.
+func payloadClassSize(c int) int {
+	if c == 0 {
+		return 1 << payloadClassMin
+	}
+	e, q := (c-1)/4+payloadClassMin, (c-1)%4
+	return 1<<e + (q+1)<<(e-2)
+}
+
+func getPayloadBuf(n int) *[]byte {
+	c := payloadClass(n)
+	if c < 0 {
+		b := make([]byte, n)
+		return &b
+	}
+	if bp, ok := payloadBufs[c].Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, payloadClassSize(c))
+	return &b
+}
+
+func putPayloadBuf(bp *[]byte) {
+	// Only buffers of a class's exact size go back (getPayloadBuf makes
+	// no other pooled size).
+	if c := payloadClass(cap(*bp)); c >= 0 && payloadClassSize(c) == cap(*bp) {
+		*bp = (*bp)[:cap(*bp)]
+		payloadBufs[c].Put(bp)
+	}
 }
 
 // readStored reads the chunk's stored bytes [at, end) from the file into

@@ -480,3 +480,81 @@ func TestEncodeFramesLeadFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestPayloadClasses: every size up to 1 MiB gets the smallest class whose
+// buffers hold it, wasting at most a fifth of the buffer; larger sizes get
+// no class.
+func TestPayloadClasses(t *testing.T) {
+	prev := 0
+	for c := range payloadClasses {
+		size := payloadClassSize(c)
+		if size <= prev {
+			t.Fatalf("class %d: %d bytes, not more than class %d's %d", c, size, c-1, prev)
+		}
+		for _, n := range []int{prev + 1, (prev + size) / 2, size} {
+			if got := payloadClass(n); got != c {
+				t.Fatalf("payloadClass(%d) = %d, want %d (classes %d and %d bytes)", n, got, c, prev, size)
+			}
+			if c > 0 && n == prev+1 && float64(size-n) > 0.2*float64(size) {
+				t.Fatalf("class %d of %d bytes for %d bytes wastes more than a fifth", c, size, n)
+			}
+		}
+		prev = size
+	}
+	if prev != 1<<20 {
+		t.Fatalf("largest class %d bytes, want 1 MiB", prev)
+	}
+	if c := payloadClass(1<<20 + 1); c != -1 {
+		t.Fatalf("payloadClass(1 MiB + 1) = %d, want -1", c)
+	}
+}
+
+// TestFramesRelease: Release gives every buffer a Frames decoded into
+// (each frame's, and the whole payload built from them) back to the pool,
+// and a Fill after it fails with ErrReleased instead of returning bytes
+// that another chunk's read may be decoding into. A Frames over a chunk
+// of one frame releases its payload too.
+func TestFramesRelease(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	payload := cborTrace(rng, 120_000)
+	data, _ := framedImage(t, payload, []int{30_000, 60_000, 90_000})
+	opt := Options{Zstd, true}
+	fr, _, err := ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, base, err := fr.Fill(65_000, 66_000)
+	if err != nil || base != 60_000 || !bytes.Equal(b, payload[60_000:90_000]) {
+		t.Fatalf("Fill: bytes from %d, %v", base, err)
+	}
+	if _, _, err := fr.Fill(25_000, 35_000); err != nil { // across frames: builds the whole payload
+		t.Fatal(err)
+	}
+	if len(fr.held) != 3 { // frames 0 and 2, then the whole payload
+		t.Fatalf("%d buffers held, want 3", len(fr.held))
+	}
+	held := append([]*[]byte(nil), fr.held...)
+	fr.Release()
+	for i, bp := range held {
+		if c := payloadClass(cap(*bp)); c < 0 || payloadClassSize(c) != cap(*bp) || len(*bp) != cap(*bp) {
+			t.Fatalf("buffer %d: len %d cap %d, not a whole buffer of a class", i, len(*bp), cap(*bp))
+		}
+	}
+	if _, _, err := fr.Fill(65_000, 66_000); !errors.Is(err, ErrReleased) {
+		t.Fatalf("Fill after Release: %v, want ErrReleased", err)
+	}
+	fr.Release() // again: nothing
+
+	one, _ := framedImage(t, payload[:5000], nil)
+	fr, _, err = ReadFramesAt(bytes.NewReader(one), int64(len(one)), opt, HeaderSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := fr.Fill(0, 5000); err != nil || !bytes.Equal(b, payload[:5000]) || len(fr.held) != 1 {
+		t.Fatalf("one frame: %v, %d buffers held", err, len(fr.held))
+	}
+	fr.Release()
+	if _, _, err := fr.Fill(0, 1); !errors.Is(err, ErrReleased) {
+		t.Fatalf("Fill after Release: %v, want ErrReleased", err)
+	}
+}

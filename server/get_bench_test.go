@@ -112,6 +112,56 @@ func TestGetAnswerFraming(t *testing.T) {
 	}
 }
 
+// TestGetAnswersConcurrent: concurrent gets, through a chunk cache of one
+// view (so that the payload buffers of the chunks a get read are reused by
+// the next gets as soon as it answered), each answer exactly the trace's
+// Trace JSON as an unscoped read of it gives: no answer holds bytes of
+// another get's chunk.
+func TestGetAnswersConcurrent(t *testing.T) {
+	f := newGetFixtureCache(t, 3000, 1)
+	want := map[trace.TraceID][]byte{}
+	for _, id := range f.traces {
+		roots, err := f.db.GetTrace(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := appendTraceJSON(nil, roots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = b
+	}
+	errs := make(chan error, 4)
+	for c := range 4 {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(c), 9))
+			for range 100 {
+				id := f.traces[r.IntN(len(f.traces))]
+				resp, err := f.srv.Client().Get(f.srv.URL + "/v1/traces/" + id.String())
+				if err != nil {
+					errs <- err
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil && (resp.StatusCode != http.StatusOK || !bytes.Equal(body, want[id])) {
+					err = fmt.Errorf("trace %s: %d, answer\n%s\nwant\n%s", id, resp.StatusCode, body, want[id])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func countTree(sp *trace.Span) int {
 	n := 1
 	for _, c := range sp.Children {

@@ -522,15 +522,45 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	format := r.URL.Query().Get("format")
+	q := r.URL.Query()
+	format := q.Get("format")
 	switch format {
 	case "", "json", "chrome", "svg":
 	default:
 		return badRequest("format=%q: want json, chrome or svg", format)
 	}
+	if sid := q.Get("span"); sid != "" || format != "" && format != "json" {
+		return s.getExport(w, r, id, sid, format)
+	}
+	// The answer is encoded while the spans are valid (ReadTrace: their
+	// chunks' buffers are reused once it returns), into a pooled buffer
+	// written after.
+	bp := getBodies.Get().(*[]byte)
+	defer putGetBody(bp)
+	err = s.db.ReadTrace(r.Context(), id, func(roots []*trace.Span, warns []storedir.Warning) error {
+		if err := setWarnings(w, warns); err != nil {
+			return err
+		}
+		var err error
+		*bp, err = appendTraceJSON((*bp)[:0], roots)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Length", strconv.Itoa(len(*bp)))
+	_, err = w.Write(*bp)
+	return err
+}
+
+// getExport answers a get of one span of a trace (span=) or of a trace
+// exported as format chrome or svg: spans read with GetTraceWithWarnings
+// or GetSpanWithWarnings (they stay valid as long as they are used).
+func (s *Server) getExport(w http.ResponseWriter, r *http.Request, id trace.TraceID, sid, format string) error {
 	var roots []*trace.Span
 	var warns []storedir.Warning
-	if sid := r.URL.Query().Get("span"); sid != "" {
+	if sid != "" {
 		spanID, err := trace.ParseSpanID(sid)
 		if err != nil {
 			return badRequest("span: %v", err)
@@ -544,35 +574,54 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 		}
 		warns = ws
 	} else {
-		roots, warns, err = s.db.GetTraceWithWarnings(r.Context(), id)
-		if err != nil {
+		var err error
+		if roots, warns, err = s.db.GetTraceWithWarnings(r.Context(), id); err != nil {
 			return err
 		}
 	}
-	if len(warns) > 0 {
-		b, err := json.Marshal(warns)
-		if err != nil {
-			return err
-		}
-		w.Header().Set(WarningsHeader, string(b))
+	if err := setWarnings(w, warns); err != nil {
+		return err
 	}
 	if format == "chrome" || format == "svg" {
 		return writeExport(w, id, roots, format)
 	}
 	bp := getBodies.Get().(*[]byte)
 	defer putGetBody(bp)
-	b := (*bp)[:0]
+	var err error
+	if *bp, err = appendTraceJSON((*bp)[:0], roots); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Length", strconv.Itoa(len(*bp)))
+	_, err = w.Write(*bp)
+	return err
+}
+
+// appendTraceJSON appends the Trace JSON line of each root span (its
+// children nested) to b.
+func appendTraceJSON(b []byte, roots []*trace.Span) ([]byte, error) {
 	for _, sp := range roots {
+		var err error
 		if b, err = trace.AppendSpanJSON(b, sp); err != nil {
-			return err
+			return b, err
 		}
 		b = append(b, '\n')
 	}
-	*bp = b
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, err = w.Write(b)
-	return err
+	return b, nil
+}
+
+// setWarnings puts the warnings of a trace read, when there are any, in
+// the answer's WarningsHeader.
+func setWarnings(w http.ResponseWriter, warns []storedir.Warning) error {
+	if len(warns) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(warns)
+	if err != nil {
+		return err
+	}
+	w.Header().Set(WarningsHeader, string(b))
+	return nil
 }
 
 // getBodies pools the buffers handleGet encodes a trace's Trace JSON

@@ -3,6 +3,7 @@ package storedir
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/trace"
@@ -14,11 +15,66 @@ import (
 // (trace.ChunkView remembers where each span starts). A local store's
 // chunk stored as several zstd frames is decompressed frame by frame as
 // its spans are read (readView, chunk.Frames): a view holds the payload
-// buffer and, until every frame is decoded, the stored bytes. Bounded by
-// entry count.
-type chunkCache = storeLRU[*trace.ChunkView]
+// buffers of the frames decoded so far. Bounded by entry count.
+//
+// The cache holds each view it keeps (cachedView.hold) and lets go of it
+// when it leaves (evicted, or its store dropped), so that a view's
+// buffers are reused once neither the cache nor a read holds it.
+type chunkCache = storeLRU[*cachedView]
 
-func newChunkCache(max int) *chunkCache { return newStoreLRU[*trace.ChunkView](max) }
+func newChunkCache(max int) *chunkCache {
+	c := newStoreLRU[*cachedView](max)
+	c.hold, c.drop = (*cachedView).hold, (*cachedView).drop
+	return c
+}
+
+// cachedView is a chunk view shared by the chunk cache and the reads that
+// use it, with the count of its holders: the cache while the view is in
+// it, and each read while it uses the view or the spans it read from it.
+// When the last holder lets go, the view's payload buffers go back to
+// their pool (trace.ChunkView.Release: the frames a later read decodes
+// reuse them), unless a read pinned the view: a read whose spans leave
+// the DB (GetTrace, Search: the caller may keep them as long as it likes)
+// pins it, because every string of those spans points into the view's
+// string table, and the garbage collector then frees the buffers when
+// nothing points into them any more. Only a scoped read (DB.ReadTrace),
+// whose spans are dead when it ends, leaves a view unpinned.
+type cachedView struct {
+	view   *trace.ChunkView
+	refs   atomic.Int32
+	pinned atomic.Bool
+}
+
+// newCachedView wraps view, held once (by the read that made it).
+func newCachedView(view *trace.ChunkView) *cachedView {
+	v := &cachedView{view: view}
+	v.refs.Store(1)
+	return v
+}
+
+func (v *cachedView) hold() { v.refs.Add(1) }
+
+// drop lets go of a hold; the last one releases the view's buffers unless
+// it is pinned. A pin always comes before the pinning read's drop, so the
+// last drop sees it.
+func (v *cachedView) drop() {
+	if n := v.refs.Add(-1); n == 0 && !v.pinned.Load() {
+		v.view.Release()
+	} else if n < 0 {
+		panic("storedir: chunk view dropped more often than held")
+	}
+}
+
+// readScope is the views a scoped read (DB.ReadTrace) read spans from,
+// each held until release, when the read's spans are no longer used.
+type readScope struct{ views []*cachedView }
+
+func (sc *readScope) release() {
+	for _, v := range sc.views {
+		v.drop()
+	}
+	sc.views = nil
+}
 
 // layoutCache keeps the layouts (chunk.Layout: header and frame bounds,
 // ~100-200 bytes each) of the local chunks stored as several zstd frames
@@ -48,11 +104,16 @@ func newBlockCache(max int) *blockCache { return newStoreLRU[[]byte](max) }
 
 // storeLRU is a least-recently-used map from (store, offset) to V, bounded
 // by entry count, safe for concurrent use; dropStore forgets a store.
+// hold and drop, when set, count the holders of a value (the chunk cache's
+// views): hold is called for the cache itself when a value enters and for
+// the caller of a get that finds it, drop when a value leaves (evicted,
+// its store dropped), each under the cache's lock.
 type storeLRU[V any] struct {
-	mu    sync.Mutex
-	max   int
-	ll    *list.List
-	items map[cacheKey]*list.Element
+	mu         sync.Mutex
+	max        int
+	ll         *list.List
+	items      map[cacheKey]*list.Element
+	hold, drop func(V)
 }
 
 type cacheKey struct {
@@ -74,12 +135,18 @@ func (c *storeLRU[V]) get(store uint64, off int64) (V, bool) {
 	defer c.mu.Unlock()
 	if e, ok := c.items[cacheKey{store, off}]; ok {
 		c.ll.MoveToFront(e)
-		return e.Value.(*lruEntry[V]).val, true
+		v := e.Value.(*lruEntry[V]).val
+		if c.hold != nil {
+			c.hold(v)
+		}
+		return v, true
 	}
 	var zero V
 	return zero, false
 }
 
+// put keeps v for (store, off) unless a value is kept for it already
+// (then only that value moves to the front).
 func (c *storeLRU[V]) put(store uint64, off int64, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,11 +155,22 @@ func (c *storeLRU[V]) put(store uint64, off int64, v V) {
 		c.ll.MoveToFront(e)
 		return
 	}
+	if c.hold != nil {
+		c.hold(v)
+	}
 	c.items[k] = c.ll.PushFront(&lruEntry[V]{key: k, val: v})
 	for c.ll.Len() > c.max {
-		e := c.ll.Back()
-		c.ll.Remove(e)
-		delete(c.items, e.Value.(*lruEntry[V]).key)
+		c.remove(c.ll.Back())
+	}
+}
+
+// remove forgets entry e; c.mu is held.
+func (c *storeLRU[V]) remove(e *list.Element) {
+	ent := e.Value.(*lruEntry[V])
+	c.ll.Remove(e)
+	delete(c.items, ent.key)
+	if c.drop != nil {
+		c.drop(ent.val)
 	}
 }
 
@@ -101,8 +179,7 @@ func (c *storeLRU[V]) dropStore(store uint64) {
 	defer c.mu.Unlock()
 	for k, e := range c.items {
 		if k.store == store {
-			c.ll.Remove(e)
-			delete(c.items, k)
+			c.remove(e)
 		}
 	}
 }

@@ -172,6 +172,23 @@
 // (index.Index.SearchTraces) and a lookup in each other store whose trace
 // filter does not rule the trace out; GetTrace skips such stores too.
 //
+// # Reads and buffer lifetimes
+//
+// A span is read through a view of its chunk (trace.ChunkView) kept in the
+// chunk cache (cache.go): a local chunk stored as zstd frames is read and
+// decompressed frame by frame (chunk.Frames: its string table's frame,
+// then the frame of each span read), into payload buffers from a pool.
+// Every string of a span read from a view points into the view's string
+// table, so the buffers may be reused only when no span read from the
+// view is in use. A view counts its holders (cachedView): the cache while
+// it keeps it, and each read while it uses it. GetTrace, GetSpan and
+// Search hand their spans to callers who may keep them: they pin the
+// view, whose buffers are then never reused (the garbage collector frees
+// them). ReadTrace (the get handler) calls the caller's function with the
+// spans and lets go of its views when it returns: a view no read pinned
+// gives its buffers back to the pool when its last holder lets go (at 10M
+// spans, almost every get's view leaves the cache 256 gets later).
+//
 // # Damage
 //
 // A damaged chunk costs only its own spans. A read (Search, GetTrace,

@@ -43,11 +43,30 @@ func (db *DB) GetTrace(ctx context.Context, id trace.TraceID) ([]*trace.Span, er
 // skipped. A trace whose every indexed span is in a damaged chunk yields no
 // spans, its warnings and no error.
 func (db *DB) GetTraceWithWarnings(ctx context.Context, id trace.TraceID) ([]*trace.Span, []Warning, error) {
-	spans, warns, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
+	spans, warns, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) }, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	return trace.AssembleTree(spans), warns, nil
+}
+
+// ReadTrace is GetTraceWithWarnings for a caller done with the spans when
+// fn returns (the get handler encodes them into its answer): it calls fn
+// with the trace's span trees and warnings, and the spans, with every
+// string, attribute and record in them, are valid only until fn returns.
+// fn must copy whatever it keeps. The payload buffers of the chunks read
+// for it (at 10M spans, a ~52 KB string table and a ~8 KB frame per get)
+// are then reused by later reads instead of left to the garbage
+// collector, once the chunk cache has let go of their views too. fn is
+// not called when the read fails (ErrNotFound included).
+func (db *DB) ReadTrace(ctx context.Context, id trace.TraceID, fn func(roots []*trace.Span, warns []Warning) error) error {
+	var sc readScope
+	defer sc.release()
+	spans, warns, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) }, &sc)
+	if err != nil {
+		return err
+	}
+	return fn(trace.AssembleTree(spans), warns)
 }
 
 // GetSpan returns one span of a trace (all its chunks assembled), with its
@@ -64,7 +83,7 @@ func (db *DB) GetSpan(ctx context.Context, id trace.TraceID, spanID trace.SpanID
 // skipped. When the span itself was only in damaged chunks, it returns a
 // nil span, the warnings and no error.
 func (db *DB) GetSpanWithWarnings(ctx context.Context, id trace.TraceID, spanID trace.SpanID) (*trace.Span, []Warning, error) {
-	spans, warns, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) })
+	spans, warns, err := db.getSpans(ctx, id, func(s *Store) ([]index.SpanRef, error) { return s.meta.TraceSpans(id) }, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,8 +104,9 @@ func (db *DB) GetSpanWithWarnings(ctx context.Context, id trace.TraceID, spanID 
 // only the newest version is read (the index keeps the latest entry of a
 // store; stores are visited newest first). A piece in a damaged chunk is
 // skipped and named in the warnings; a trace the index lists but whose
-// every piece is damaged yields no spans and no error.
-func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error)) ([]*trace.Span, []Warning, error) {
+// every piece is damaged yields no spans and no error. The spans are read
+// in scope sc (nil: unscoped, see readSpanAs).
+func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store) ([]index.SpanRef, error), sc *readScope) ([]*trace.Span, []Warning, error) {
 	if err := db.waitIndexed(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +140,7 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 				continue
 			}
 			seen[k] = true
-			sp, err := db.readSpan(s, ref)
+			sp, err := db.readSpanAs(s, ref, (*trace.ChunkView).Span, sc)
 			if warns.add(err) {
 				continue
 			}
@@ -160,15 +180,15 @@ func (db *DB) getSpans(ctx context.Context, id trace.TraceID, refsOf func(*Store
 	return out, warns.list, nil
 }
 
-// readSpan reads the span ref locates, through the chunk cache.
+// readSpan reads the span ref locates, through the chunk cache (unscoped).
 func (db *DB) readSpan(s *Store, ref index.SpanRef) (*trace.Span, error) {
-	return db.readSpanAs(s, ref, (*trace.ChunkView).Span)
+	return db.readSpanAs(s, ref, (*trace.ChunkView).Span, nil)
 }
 
 // readSummary reads the span ref locates without its record tree (search
-// results), through the chunk cache.
+// results), through the chunk cache (unscoped).
 func (db *DB) readSummary(s *Store, ref index.SpanRef) (*trace.Span, error) {
-	return db.readSpanAs(s, ref, (*trace.ChunkView).Summary)
+	return db.readSpanAs(s, ref, (*trace.ChunkView).Summary, nil)
 }
 
 // readSpanAs reads the span ref locates through the chunk cache. A chunk
@@ -177,20 +197,31 @@ func (db *DB) readSummary(s *Store, ref index.SpanRef) (*trace.Span, error) {
 // other than the one it names) yields a *CorruptChunkError, noted in the
 // DB's damage log (logged and counted once); a chunk known damaged is not
 // read again.
-func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkView, int) (*trace.Span, error)) (*trace.Span, error) {
+//
+// A read in scope sc holds the view until sc is released (the caller's
+// spans point into its buffers until then); an unscoped read (sc nil)
+// pins the view, so that its buffers are never reused (see cachedView).
+func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkView, int) (*trace.Span, error), sc *readScope) (*trace.Span, error) {
 	loc := ref.Loc
 	if ce, ok := db.damage.known(s.key(), loc.ChunkOffset); ok {
 		return nil, ce
 	}
-	view, ok := db.cache.get(s.key(), loc.ChunkOffset)
+	cv, ok := db.cache.get(s.key(), loc.ChunkOffset) // held if found
 	if !ok {
-		var err error
-		if view, err = db.readView(s, loc.ChunkOffset); err != nil {
+		view, err := db.readView(s, loc.ChunkOffset)
+		if err != nil {
 			return nil, err
 		}
-		db.cache.put(s.key(), loc.ChunkOffset, view)
+		cv = newCachedView(view) // held by this read
+		db.cache.put(s.key(), loc.ChunkOffset, cv)
 	}
-	sp, err := decode(view, int(loc.Index))
+	if sc != nil {
+		sc.views = append(sc.views, cv)
+	} else {
+		cv.pinned.Store(true)
+		defer cv.drop()
+	}
+	sp, err := decode(cv.view, int(loc.Index))
 	if err != nil {
 		if isChunkDamage(err) { // a frame of the chunk that does not decode
 			return nil, db.damage.note(s.key(), s.name(), loc.ChunkOffset, err)

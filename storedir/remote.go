@@ -653,8 +653,12 @@ func (db *DB) remoteChunkView(s *Store, off int64) (*trace.ChunkView, error) {
 	if ce, ok := db.damage.known(s.key(), off); ok {
 		return nil, ce
 	}
-	if view, ok := db.cache.get(s.key(), off); ok {
-		return view, nil
+	if cv, ok := db.cache.get(s.key(), off); ok {
+		// A remote chunk's view holds its payload whole (no pooled
+		// buffers to give back): the hold only keeps the count right.
+		cv.pinned.Store(true)
+		cv.drop()
+		return cv.view, nil
 	}
 	payload, _, err := s.readChunk(off)
 	if err != nil {
@@ -667,7 +671,10 @@ func (db *DB) remoteChunkView(s *Store, off int64) (*trace.ChunkView, error) {
 	if err != nil {
 		return nil, db.damage.note(s.key(), s.name(), off, fmt.Errorf("payload: %w", err))
 	}
-	db.cache.put(s.key(), off, view)
+	cv := newCachedView(view)
+	cv.pinned.Store(true)
+	db.cache.put(s.key(), off, cv)
+	cv.drop()
 	return view, nil
 }
 

@@ -30,6 +30,13 @@ package trace
 //     500-span chunk uses strings in 4 to 5 of the 7 8-KiB pieces of its
 //     52 KB table; ordered by how many traces use each, still ~31 KB), so
 //     decoding only the pieces a get needs would save little.
+//   - Lifetime: a span read from a view shares the view's string table (no
+//     string is copied), so it is valid as long as the table's buffer is.
+//     A partial view's buffers are its filler's: Release gives them back
+//     (chunk.Frames: to a pool, where later reads decode into them), for a
+//     caller that knows no span read from the view is still in use
+//     (storedir counts a view's holders); a view never released leaves
+//     them to the garbage collector.
 //   - Errors: a malformed payload is a *CorruptPayloadError naming the
 //     payload offset, whichever range of it a read had; a Fill error is
 //     returned as is (chunk.Frames: a *chunk.CorruptionError naming the
@@ -190,6 +197,28 @@ func (v *ChunkView) check(id int) (string, error) {
 	}
 	v.checked[uint(id)/64].Or(1 << (uint(id) % 64))
 	return s, nil
+}
+
+// A Releaser is a Filler whose buffers can be given back for reuse
+// (chunk.Frames).
+type Releaser interface {
+	// Release gives the buffers back: no buffer Fill returned may be read
+	// after it, and a later Fill fails.
+	Release()
+}
+
+// Release gives the buffers of a partial view's filler back for reuse when
+// the filler is a Releaser (chunk.Frames: to its pool of payload buffers);
+// a view over a payload held whole (NewChunkView) leaves it to the garbage
+// collector. The caller promises that nothing read from the view is used
+// after it: the spans a read returned, their strings (substrings of the
+// view's string table, which lives in a filler buffer) and attributes
+// included. A read of the view after Release fails with the filler's
+// error.
+func (v *ChunkView) Release() {
+	if r, ok := v.fill.(Releaser); ok {
+		r.Release()
+	}
 }
 
 // Len is the number of spans in the chunk.
