@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -121,5 +122,55 @@ func TestPutCBORStoredAsSent(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, storedir.StoreName(1))); err == nil {
 		t.Fatal("a second store was made")
+	}
+}
+
+// TestPutInvalidSpan: a span that fails Span.Validate (a negative
+// duration, a zero trace id) fails the whole request with 400 bad_request
+// naming its 1-based position in the body and what is wrong, in Trace JSON
+// and CBOR alike, and nothing of the request is stored.
+func TestPutInvalidSpan(t *testing.T) {
+	o := storedir.DefaultOptions()
+	o.Sync = storedir.SyncNone
+	db, err := storedir.Open(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h := New(db, Options{Access: Access{Disabled: true}}).Handler()
+	good := &trace.Span{TraceID: trace.TraceID{15: 1}, SpanID: 1, StartNS: 1_700_000_000_000_000_000, DurationNS: 10}
+	negative := &trace.Span{TraceID: trace.TraceID{15: 2}, SpanID: 2, StartNS: 1_700_000_000_000_000_000, DurationNS: -5}
+	zero := &trace.Span{SpanID: 3, StartNS: 1_700_000_000_000_000_000}
+	for _, c := range []struct {
+		bad  *trace.Span
+		want string
+	}{{negative, "negative duration -5"}, {zero, "trace id is zero"}} {
+		spans := []*trace.Span{good, c.bad}
+		var lines bytes.Buffer
+		for _, sp := range spans {
+			b, err := sp.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines.Write(append(b, '\n'))
+		}
+		cb, err := trace.EncodeChunk(nil, spans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ct, body := range map[string][]byte{"application/x-ndjson": lines.Bytes(), "application/cbor": cb} {
+			req := httptest.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(body))
+			req.Header.Set("Content-Type", ct)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			msg := rec.Body.String()
+			if rec.Code != http.StatusBadRequest || !strings.Contains(msg, `"bad_request"`) ||
+				!strings.Contains(msg, "span 2: ") || !strings.Contains(msg, c.want) {
+				t.Fatalf("%s with a span of %s: %d %s", ct, c.want, rec.Code, msg)
+			}
+		}
+	}
+	if _, err := db.GetSpan(context.Background(), good.TraceID, good.SpanID); !errors.Is(err, storedir.ErrNotFound) {
+		t.Fatalf("the valid span of a refused request: %v, want not found", err)
 	}
 }

@@ -419,11 +419,8 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	if err := lim.Ingest.CheckSpans(spans); err != nil {
 		return err
 	}
-	for i, sp := range spans {
-		if err := sp.Validate(); err != nil {
-			return badRequest("span %d: %v", i+1, err)
-		}
-	}
+	// Append validates every span (Span.Validate) before anything is
+	// stored: an invalid one is a storedir.ErrInvalid, answered 400.
 	if payload != nil {
 		err = s.db.AppendPayload(r.Context(), spans, payload, layout)
 	} else {

@@ -43,8 +43,8 @@ type commitReq struct {
 // Append stores spans durably (under the sync policy) and indexes them.
 // When it returns nil every span is readable and survives a crash (for
 // sync=batch|always). A span without a span id gets a random one; the
-// caller's values are updated in place. A validation error (ErrInvalid)
-// stores nothing. Any other error means the request was not acknowledged,
+// caller's values are updated in place. A validation error (ErrInvalid,
+// naming the span by its 1-based position in spans) stores nothing. Any other error means the request was not acknowledged,
 // not that nothing was stored: chunks written before a failure stay in the
 // data file, and a request whose caller stopped waiting (ctx) once it was
 // queued is still written. Retrying is safe: Append is idempotent (see
@@ -86,7 +86,7 @@ func (db *DB) appendSpans(ctx context.Context, spans []*trace.Span, payload []by
 			idsAssigned = true
 		}
 		if err := sp.Validate(); err != nil {
-			return fmt.Errorf("span %d: %w: %w", i, ErrInvalid, err)
+			return fmt.Errorf("span %d: %w: %w", i+1, ErrInvalid, err)
 		}
 	}
 	vc, err := db.checkVersions(ctx, spans)
