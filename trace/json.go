@@ -1307,6 +1307,14 @@ func (p *jsonParser) strBytes() ([]byte, error) {
 	start := i
 	ascii := true
 	for i < len(d) {
+		// Skip the bytes that need no attention (printable ASCII but
+		// '"' and '\\'), most of a string, in a tight loop.
+		for i < len(d) && jsonPlainByte[d[i]] {
+			i++
+		}
+		if i == len(d) {
+			break
+		}
 		c := d[i]
 		switch {
 		case c == '"':
@@ -1330,6 +1338,16 @@ func (p *jsonParser) strBytes() ([]byte, error) {
 	}
 	return nil, p.failAt(start-1, "unterminated string")
 }
+
+// jsonPlainByte marks the bytes a JSON string holds as they are and that
+// strBytes has nothing to check for: printable ASCII other than '"' and
+// '\\'.
+var jsonPlainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // strEscaped decodes a string with escapes; start is just after the quote.
 func (p *jsonParser) strEscaped(start int) ([]byte, error) {
