@@ -567,6 +567,15 @@ func Open(dir string, o OpenOptions) (*pebble.DB, error) {
 		// Nothing compacts L0 until the writer's Compact: never stall on it.
 		po.L0CompactionThreshold = 1 << 20
 		po.L0StopWritesThreshold = 1 << 20
+		// Its flushed tables live only until that Compact, which reads
+		// each once and writes every key into the last level with that
+		// level's options (DB.CompactAll makes sure it rewrites them):
+		// they are written without compression, in 32 KiB blocks.
+		// Rebuilding the indexes of a store of 1M bench-workload spans
+		// (197 MB of data file) took 18.9 and 18.3 s of CPU with snappy
+		// 4 KiB blocks there, 17.0 and 17.3 without (the machine shared).
+		po.Levels[0].Compression = pebble.NoCompression
+		po.Levels[0].BlockSize = 32 << 10
 		db, err := pebble.Open(dir, po)
 		if err != nil {
 			return nil, fmt.Errorf("open for a bulk load: %w", err)

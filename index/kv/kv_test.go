@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -395,5 +396,96 @@ func TestBatchSortOrder(t *testing.T) {
 				t.Fatalf("round %d, write %d: key %q (added %d), want %q (added %d)", round, i, got, it.op, want[i].key, want[i].n)
 			}
 		}
+	}
+}
+
+// tableFormats returns, level by level, the compression of each table
+// of db.
+func tableFormats(t *testing.T, db *pebble.DB) [][]string {
+	t.Helper()
+	levels, err := db.SSTables(pebble.WithProperties())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]string, len(levels))
+	for i, l := range levels {
+		for _, info := range l {
+			out[i] = append(out[i], info.Properties.CompressionName)
+		}
+	}
+	return out
+}
+
+// TestCompactAllRewritesLoneTable: a bulk load's flushed tables are
+// uncompressed, and CompactAll leaves every index, also one that is a
+// single flushed table (which Pebble would move down as it is), as zstd
+// tables in the last level, its keys (merged values included) reading
+// back the same. An empty index compacts to nothing.
+func TestCompactAllRewritesLoneTable(t *testing.T) {
+	errs := Errors{Closed: errors.New("closed"), NoIndex: errors.New("no index"), Corrupt: errors.New("corrupt")}
+	for _, tc := range []struct {
+		name       string
+		bulk       bool
+		keys, gens int
+		l0Format   string
+	}{
+		{"bulk one table", true, 2000, 1, "NoCompression"},
+		{"bulk one key", true, 1, 1, "NoCompression"},
+		{"bulk three tables", true, 2000, 3, "NoCompression"},
+		{"normal one table", false, 2000, 1, "Snappy"},
+		{"empty", true, 0, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := OpenDB("test index", t.TempDir(), OpenOptions{Merger: NewMerger("test.concat", nil), BulkLoad: tc.bulk}, errs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close(nil)
+			want := map[string]string{}
+			for gen := 0; gen < tc.gens; gen++ {
+				var b Batch
+				for i := 0; i < tc.keys; i++ {
+					k := []byte{byte(i * 37), byte(i), 'k'}
+					v := bytes.Repeat([]byte{byte(gen), byte(i)}, 10)
+					b.Merge(k, v)
+					want[string(k)] += string(v)
+				}
+				if err := b.Commit(d.DB); err != nil {
+					t.Fatal(err)
+				}
+				if err := d.DB.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if f := tableFormats(t, d.DB); len(f[0]) != tc.gens || (tc.gens > 0 && f[0][0] != tc.l0Format) {
+				t.Fatalf("before CompactAll: L0 tables %v, want %d %s", f[0], tc.gens, tc.l0Format)
+			}
+			if err := d.CompactAll(); err != nil {
+				t.Fatal(err)
+			}
+			f := tableFormats(t, d.DB)
+			for i, l := range f[:len(f)-1] {
+				if len(l) != 0 {
+					t.Fatalf("after CompactAll: L%d holds %v", i, l)
+				}
+			}
+			if last := f[len(f)-1]; (len(last) == 0) != (len(want) == 0) || slices.ContainsFunc(last, func(c string) bool { return c != "ZSTD" }) {
+				t.Fatalf("after CompactAll: last level %v, want zstd tables", last)
+			}
+			got := map[string]string{}
+			it, err := d.DB.NewIter(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for it.First(); it.Valid(); it.Next() {
+				got[string(it.Key())] = string(it.Value())
+			}
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("after CompactAll: %d keys, want %d (or values differ)", len(got), len(want))
+			}
+		})
 	}
 }
