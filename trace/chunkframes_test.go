@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ztsd/ztsd/chunk"
@@ -261,5 +262,88 @@ func TestPartialChunkViewAnyCuts(t *testing.T) {
 		if _, err := trace.NewPartialChunkView(f0, trace.Limits{}); !errors.Is(err, errFakeFrame) {
 			t.Fatalf("NewPartialChunkView with the first piece failing: %v", err)
 		}
+	}
+}
+
+// releasingFiller is a fakeFiller that gives its buffers back on Release
+// (a trace.Releaser, as chunk.Frames is): a Fill after it fails.
+type releasingFiller struct {
+	*fakeFiller
+	released bool
+}
+
+var errFakeReleased = errors.New("fake filler released")
+
+func (f *releasingFiller) Fill(lo, hi int) ([]byte, int, error) {
+	if f.released {
+		return nil, 0, errFakeReleased
+	}
+	return f.fakeFiller.Fill(lo, hi)
+}
+
+func (f *releasingFiller) Release() { f.released = true }
+
+// TestChunkViewReleaseLendsArrays: a released partial view over a
+// Releaser gives its arrays (entry heads, checked bits, span starts) to
+// a later view, which reads every span right: no stale span start is
+// taken for a known one, and no stale checked bit lets a string that is
+// not UTF-8 through; a read of the released view fails with its filler's
+// error.
+func TestChunkViewReleaseLendsArrays(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	payloadA := mustEncode(t, realisticSpans(r, 12))
+	payloadC := mustEncode(t, realisticSpans(r, 12))
+	wantC, err := trace.DecodeChunk(payloadC, trace.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tid = "01 50 00000000000000000000000000000001 "
+	bad := hx("82 c7 82 61 61 62 c3 28 82 c8 81 c2 a2 " + tid + "0e c6 00 c8 81 c2 a2 " + tid + "0e c6 01")
+	view := func(p []byte) (*trace.ChunkView, *releasingFiller) {
+		f := &releasingFiller{fakeFiller: newFakeFiller(p, nil, -1)}
+		v, err := trace.NewPartialChunkView(f, trace.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, f
+	}
+	lent := 0
+	for round := range 20 {
+		a, _ := view(payloadA)
+		for i := a.Len() - 1; i >= 0; i-- { // every span start known, every entry checked
+			if _, err := a.Span(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		entsA := trace.ViewEntsAt(a)
+		a.Release()
+		if _, err := a.Span(3); !errors.Is(err, errFakeReleased) {
+			t.Fatalf("round %d: Span after Release: %v, want the filler's error", round, err)
+		}
+		b, _ := view(bad)
+		if trace.ViewEntsAt(b) == entsA {
+			lent++
+		}
+		if sp, err := b.Span(0); err != nil || sp.Root == nil || sp.Root.Method != "a" {
+			t.Fatalf("round %d: bad payload's span 0 = %+v, %v", round, sp, err)
+		}
+		if _, err := b.Span(1); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Fatalf("round %d: span 1 of a table entry not UTF-8 read through a lent view: %v", round, err)
+		}
+		b.Release()
+		c, _ := view(payloadC)
+		for _, i := range r.Perm(c.Len()) {
+			got, err := c.Span(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Equal(wantC[i]) {
+				t.Fatalf("round %d: span %d of a view with lent arrays differs: %s", round, i, trace.Diff(wantC[i], got))
+			}
+		}
+		c.Release()
+	}
+	if lent == 0 {
+		t.Fatal("no view was lent a released view's arrays in 20 rounds")
 	}
 }

@@ -84,6 +84,8 @@ type ChunkView struct {
 
 	mu   sync.Mutex
 	offs []int32 // offs[i] is where span i starts; 0 until known (allocated on first use)
+	// arrs, when set, lent ents, checked and offs; Release gives them back.
+	arrs *viewArrays
 }
 
 // NewChunkView reads the payload's string table heads, span index and span
@@ -97,7 +99,7 @@ func NewChunkView(payload []byte, lim Limits) (*ChunkView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := newChunkView(&d, n, len(payload), string(payload[d.tableStart:d.tableEnd]))
+	v := newChunkView(&d, n, len(payload), string(payload[d.tableStart:d.tableEnd]), nil)
 	v.p = payload
 	return v, nil
 }
@@ -137,7 +139,13 @@ func NewPartialChunkView(fill Filler, lim Limits) (*ChunkView, error) {
 	if base != 0 || len(p) > size {
 		return nil, fmt.Errorf("chunk payload: the first range filled is bytes %d to %d of %d", base, base+len(p), size)
 	}
-	d := chunkDecoder{p: p, lim: lim, lazy: true, viewTable: true}
+	// A view whose filler gives its buffers back on Release gives back
+	// its own arrays too (viewArrays).
+	var arrs *viewArrays
+	if _, ok := fill.(Releaser); ok {
+		arrs = viewArraysPool.Get().(*viewArrays)
+	}
+	d := chunkDecoder{p: p, lim: lim, lazy: true, viewTable: true, ents: arrs.entsBuf()}
 	if len(p) < size {
 		d.size = size
 	}
@@ -146,32 +154,97 @@ func NewPartialChunkView(fill Filler, lim Limits) (*ChunkView, error) {
 		// The prologue does not end where the first range does (not a
 		// layout the writer makes): read it from the whole payload.
 		if p, base, err = fill.Fill(0, size); err != nil {
+			arrs.put()
 			return nil, err
 		}
 		if base != 0 || len(p) != size {
+			arrs.put()
 			return nil, fmt.Errorf("chunk payload: the whole payload filled is bytes %d to %d of %d", base, base+len(p), size)
 		}
-		d = chunkDecoder{p: p, lim: lim, lazy: true, viewTable: true}
+		d = chunkDecoder{p: p, lim: lim, lazy: true, viewTable: true, ents: arrs.entsBuf()}
 		n, err = d.prologue()
 	}
 	if err != nil {
+		arrs.put()
 		return nil, err
 	}
 	var region string
 	if d.tableEnd > d.tableStart {
 		region = unsafe.String(&p[d.tableStart], d.tableEnd-d.tableStart)
 	}
-	v := newChunkView(&d, n, size, region)
+	v := newChunkView(&d, n, size, region, arrs)
 	v.fill = fill
 	return v, nil
 }
 
+// viewArrays are the arrays a partial view over a Releaser keeps (string
+// table entry heads, checked bits, span starts): pooled, so that a get at
+// 10M spans (a view of ~2,000 entries and 500 spans: ~10 KB) allocates
+// none; Release puts them back. A pooled array's contents are stale:
+// ents is written whole by the prologue, checked and offs are cleared
+// when taken.
+type viewArrays struct {
+	ents    []int32
+	checked []atomic.Uint64
+	offs    []int32
+}
+
+var viewArraysPool = sync.Pool{New: func() any { return new(viewArrays) }}
+
+// maxPooledViewArray bounds the entries of an array the pool keeps.
+const maxPooledViewArray = 1 << 16
+
+func (a *viewArrays) entsBuf() []int32 {
+	if a == nil {
+		return nil
+	}
+	return a.ents[:0]
+}
+
+// checkedBits returns n cleared words (from a's when a is set).
+func (a *viewArrays) checkedBits(n int) []atomic.Uint64 {
+	if a == nil || cap(a.checked) < n {
+		return make([]atomic.Uint64, n)
+	}
+	c := a.checked[:n]
+	for i := range c {
+		c[i].Store(0)
+	}
+	return c
+}
+
+// spanStarts returns n cleared span starts (from a's when a is set).
+func (a *viewArrays) spanStarts(n int) []int32 {
+	if a == nil || cap(a.offs) < n {
+		return make([]int32, n)
+	}
+	o := a.offs[:n]
+	clear(o)
+	return o
+}
+
+// put gives a's arrays back to the pool (nothing for a nil a).
+func (a *viewArrays) put() {
+	if a == nil {
+		return
+	}
+	if cap(a.ents) > maxPooledViewArray || cap(a.checked) > maxPooledViewArray || cap(a.offs) > maxPooledViewArray {
+		return
+	}
+	viewArraysPool.Put(a)
+}
+
 // newChunkView is the view of a payload of size bytes whose prologue d
-// has read (n spans), with region the string table's bytes.
-func newChunkView(d *chunkDecoder, n, size int, region string) *ChunkView {
-	return &ChunkView{size: size, lim: d.lim, ents: d.ents, region: region,
-		base: int32(d.tableStart), checked: make([]atomic.Uint64, (d.nstrs+63)/64),
-		spans: n, first: int32(d.off), stride: d.stride, marks: d.marks}
+// has read (n spans), with region the string table's bytes; arrs, when
+// set, lends the view its arrays (d.ents is arrs's already).
+func newChunkView(d *chunkDecoder, n, size int, region string, arrs *viewArrays) *ChunkView {
+	v := &ChunkView{size: size, lim: d.lim, ents: d.ents, region: region,
+		base: int32(d.tableStart), checked: arrs.checkedBits((d.nstrs + 63) / 64),
+		spans: n, first: int32(d.off), stride: d.stride, marks: d.marks, arrs: arrs}
+	if arrs != nil {
+		arrs.ents, arrs.checked = d.ents, v.checked
+	}
+	return v
 }
 
 // str returns string table entry id (in range), a substring of the view's
@@ -216,8 +289,16 @@ type Releaser interface {
 // included. A read of the view after Release fails with the filler's
 // error.
 func (v *ChunkView) Release() {
-	if r, ok := v.fill.(Releaser); ok {
-		r.Release()
+	r, ok := v.fill.(Releaser)
+	if !ok {
+		return
+	}
+	r.Release()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if a := v.arrs; a != nil {
+		v.arrs = nil
+		a.put()
 	}
 }
 
@@ -294,7 +375,10 @@ func (v *ChunkView) offset(i int) (int, window, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.offs == nil {
-		v.offs = make([]int32, v.spans)
+		v.offs = v.arrs.spanStarts(v.spans)
+		if v.arrs != nil {
+			v.arrs.offs = v.offs
+		}
 	}
 	if off := v.offs[i]; off != 0 {
 		return int(off), p, nil

@@ -1005,7 +1005,11 @@ func (d *chunkDecoder) prologue() (int, error) {
 		return 0, d.corrupt(at, "string table: %d entries, more than the limit %d", n, d.lim.MaxStrings)
 	}
 	start := d.off
-	d.ents = make([]int32, n+1)
+	if cap(d.ents) > n { // a buffer the caller lends (ChunkView's pool): every entry is written below
+		d.ents = d.ents[:n+1]
+	} else {
+		d.ents = make([]int32, n+1)
+	}
 	p, maxLen := d.p, d.lim.MaxStringLen
 	for i := range n {
 		// Fast path: a text head of one or two bytes (strings under 256
