@@ -35,6 +35,7 @@ package trace
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -851,9 +852,14 @@ func (p *jsonParser) span(s *Span, depth int) error {
 		valAt := p.off
 		switch f {
 		case jfTraceID:
-			var str string
-			if str, err = p.str(); err == nil {
-				if s.TraceID, err = ParseTraceID(str); err != nil {
+			// Parsed from the input's bytes: no string is made of them
+			// but for the error ParseTraceID would give.
+			var b []byte
+			p.ws()
+			if b, err = p.strBytes(); err == nil {
+				var ok bool
+				if s.TraceID, ok = traceIDFromHex(b); !ok {
+					_, err = ParseTraceID(string(b))
 					return p.failAt(valAt, "trace_id: %v", err)
 				}
 			}
@@ -862,10 +868,13 @@ func (p *jsonParser) span(s *Span, depth int) error {
 			if f == jfParentID {
 				name = "parent_id"
 			}
-			var str string
+			var b []byte
 			var id SpanID
-			if str, err = p.str(); err == nil {
-				if id, err = ParseSpanID(str); err != nil {
+			p.ws()
+			if b, err = p.strBytes(); err == nil {
+				var ok bool
+				if id, ok = spanIDFromHex(b); !ok {
+					_, err = ParseSpanID(string(b))
 					return p.failAt(valAt, "%s: %v", name, err)
 				}
 			}
@@ -875,7 +884,7 @@ func (p *jsonParser) span(s *Span, depth int) error {
 				s.ParentID = id
 			}
 		case jfType:
-			s.Type, err = p.str()
+			s.Type, err = p.internStr()
 		case jfStart:
 			s.StartNS, err = p.int("start_ns")
 		case jfDuration:
@@ -889,7 +898,7 @@ func (p *jsonParser) span(s *Span, depth int) error {
 		case jfError:
 			s.Error, err = p.bool("error")
 		case jfSource:
-			s.Source, err = p.str()
+			s.Source, err = p.internStr()
 		case jfChunkNum:
 			var v int64
 			if v, err = p.int("chunk_num"); err == nil && (v < 0 || v > math.MaxUint32) {
@@ -998,7 +1007,7 @@ func (p *jsonParser) exception(depth int) (*Exception, error) {
 		}
 		switch f {
 		case jfClass:
-			x.Class, err = p.str()
+			x.Class, err = p.internStr()
 		case jfMessage:
 			x.Message, err = p.str()
 		case jfCause:
@@ -1037,11 +1046,11 @@ func (p *jsonParser) frame() (StackFrame, error) {
 		}
 		switch f {
 		case jfClass:
-			fr.Class, err = p.str()
+			fr.Class, err = p.internStr()
 		case jfMethod:
-			fr.Method, err = p.str()
+			fr.Method, err = p.internStr()
 		case jfFile:
-			fr.File, err = p.str()
+			fr.File, err = p.internStr()
 		case jfLine:
 			fr.Line, err = p.int("line")
 		}
@@ -1337,6 +1346,44 @@ func (p *jsonParser) strBytes() ([]byte, error) {
 		i++
 	}
 	return nil, p.failAt(start-1, "unterminated string")
+}
+
+// traceIDFromHex parses a trace id as ParseTraceID does (32 or 16 hex
+// digits), from bytes; ok is false exactly where ParseTraceID fails.
+func traceIDFromHex(b []byte) (id TraceID, ok bool) {
+	switch len(b) {
+	case 32:
+		_, err := hex.Decode(id[:], b)
+		return id, err == nil
+	case 16:
+		_, err := hex.Decode(id[:8], b)
+		return id, err == nil
+	}
+	return id, false
+}
+
+// spanIDFromHex parses a span id as ParseSpanID does (up to 16 hex
+// digits, none for zero), from bytes; ok is false exactly where
+// ParseSpanID fails.
+func spanIDFromHex(b []byte) (SpanID, bool) {
+	if len(b) > 16 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint64(c)
+	}
+	return SpanID(v), true
 }
 
 // jsonPlainByte marks the bytes a JSON string holds as they are and that
