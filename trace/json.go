@@ -1224,6 +1224,10 @@ func (p *jsonParser) scanNumber() (lit []byte, isFloat bool, err error) {
 }
 
 func (p *jsonParser) number(v *Value) error {
+	if n, ok := p.smallUint(); ok {
+		*v = Value{Kind: KindInt, Int: n}
+		return nil
+	}
 	at := p.off
 	lit, isFloat, err := p.scanNumber()
 	if err != nil {
@@ -1247,6 +1251,9 @@ func (p *jsonParser) number(v *Value) error {
 
 func (p *jsonParser) int(what string) (int64, error) {
 	p.ws()
+	if n, ok := p.smallUint(); ok {
+		return n, nil
+	}
 	at := p.off
 	lit, isFloat, err := p.scanNumber()
 	if err != nil {
@@ -1260,6 +1267,31 @@ func (p *jsonParser) int(what string) (int64, error) {
 		return 0, p.failAt(at, "%s: integer %s overflows int64", what, lit)
 	}
 	return n, nil
+}
+
+// smallUint reads, when that is what comes next, a non-negative integer
+// of at most 18 digits, without fraction or exponent (every time, duration
+// and count of a span, as written): it cannot overflow, and is read in one
+// pass. Anything else (a sign, a leading zero before more digits, a
+// fraction, an exponent, more digits) is left to the general path, which
+// also reports what is wrong.
+func (p *jsonParser) smallUint() (int64, bool) {
+	d, i := p.data, p.off
+	if i >= len(d) || d[i] < '0' || d[i] > '9' {
+		return 0, false
+	}
+	var n int64
+	j := i
+	for j < len(d) && j-i < 18 && d[j] >= '0' && d[j] <= '9' {
+		n = n*10 + int64(d[j]-'0')
+		j++
+	}
+	if j < len(d) && (d[j] >= '0' && d[j] <= '9' || d[j] == '.' || d[j] == 'e' || d[j] == 'E') ||
+		d[i] == '0' && j-i > 1 {
+		return 0, false
+	}
+	p.off = j
+	return n, true
 }
 
 // parseInt64 parses a syntactically valid JSON integer.

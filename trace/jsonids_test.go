@@ -48,3 +48,45 @@ func FuzzIDsFromHex(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkIDsFromHex(t, s) })
 }
+
+// TestJSONIntegerFields: span counts and times read by the one-pass path
+// (up to 18 digits) and by the general one (signs, 19 digits and more,
+// fractions, exponents, leading zeros) give the same values and errors.
+func TestJSONIntegerFields(t *testing.T) {
+	for _, c := range []struct {
+		lit  string
+		want int64
+		err  string
+	}{
+		{"0", 0, ""}, {"7", 7, ""}, {"10", 10, ""},
+		{"123456789012345678", 123456789012345678, ""},
+		{"1234567890123456789", 1234567890123456789, ""},
+		{"9223372036854775807", 9223372036854775807, ""},
+		{"-0", 0, ""}, {"-15", -15, ""},
+		{"9223372036854775808", 0, "integer 9223372036854775808 overflows int64"},
+		{"0.5", 0, "calls: want an integer, got 0.5"},
+		{"12e3", 0, "calls: want an integer, got 12e3"},
+		{"123456789012345678.0", 0, "want an integer, got 123456789012345678.0"},
+		{"01", 0, "unexpected '1'"},
+		{"00", 0, "unexpected '0'"},
+	} {
+		var s Span
+		err := s.UnmarshalJSON([]byte(`{"calls":` + c.lit + `}`))
+		var v Span // the same literal as an attribute value
+		verr := v.UnmarshalJSON([]byte(`{"attrs":{"n":` + c.lit + `}}`))
+		if c.err == "" || strings.HasPrefix(c.err, "integer") || strings.HasPrefix(c.err, "unexpected") {
+			if (verr == nil) != (c.err == "") || verr == nil && (len(v.Attrs) != 1 || !v.Attrs[0].Value.Equal(Int(c.want))) {
+				t.Errorf("attribute %s: %v, %v; want %d (error %q)", c.lit, v.Attrs, verr, c.want, c.err)
+			}
+		}
+		if c.err == "" {
+			if err != nil || s.Calls != c.want {
+				t.Errorf("calls %s: %d, %v; want %d", c.lit, s.Calls, err, c.want)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("calls %s: %v, want an error naming %q", c.lit, err, c.err)
+		}
+	}
+}
