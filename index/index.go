@@ -160,8 +160,8 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 		prefetchKeys: maxPrefetchKeys,
 		keep:         kv.KeepSmall,
 		columns:      newColumnCache(opt.ColumnCacheBlocks),
-		recent:       newRecentSet[[16]byte](opt.TraceCacheEntries),
-		pairs:        newRecentSet[KV](opt.TraceCacheEntries),
+		recent:       newRecentSet(opt.TraceCacheEntries, hashTraceID),
+		pairs:        newRecentSet(opt.TraceCacheEntries, hashKV),
 		order:        &blockOrder{},
 	}
 	if opt.BulkLoad {
