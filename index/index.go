@@ -343,9 +343,12 @@ func (ix *Index) Settle(minL0, maxBytes, room uint64) (bool, error) {
 // calls it once sealed. It waits, until ctx ends, for a moment when no
 // operation holds the index.
 func (ix *Index) ReleaseMemTables(ctx context.Context) (bool, error) {
-	// The writer's batch arrays go too: a sealed store writes no more.
+	// The writer's batch arrays and recent keys go too: a sealed store
+	// writes no more.
 	ix.writeMu.Lock()
 	ix.wb = kv.Batch{}
+	ix.recent.forget()
+	ix.pairs.forget()
 	ix.writeMu.Unlock()
 	return ix.db.Reopen(ctx, nil)
 }

@@ -207,6 +207,10 @@ func (c *recentSet[K]) add(k K) {
 	s[0] = k
 }
 
+// forget drops every key and the sets' memory (a later add allocates it
+// again).
+func (c *recentSet[K]) forget() { c.sets = nil }
+
 // hashTraceID and hashKV are the hashes recentSet uses: trace ids are
 // random, so their bytes are; attribute pairs are text ids, mixed.
 func hashTraceID(id [16]byte) uint64 {

@@ -42,6 +42,14 @@ func TestRecentSet(t *testing.T) {
 	if one.contains(KV{}) {
 		t.Fatal("the zero key is held")
 	}
+	one.forget()
+	if one.sets != nil || one.contains(KV{5, 5}) {
+		t.Fatal("forget kept the sets or a key")
+	}
+	one.add(KV{5, 5})
+	if !one.contains(KV{5, 5}) {
+		t.Fatal("a key added after forget is not held")
+	}
 
 	ids := newRecentSet(1<<12, hashTraceID)
 	common := [16]byte{0xc0, 0x11}
