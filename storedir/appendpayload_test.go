@@ -166,10 +166,11 @@ func TestAppendPayloadFallsBackToEncoding(t *testing.T) {
 		// prepare runs before the request (on a fresh store) and
 		// returns the spans it sends; want is what the request's chunks
 		// hold.
-		prepare func(t *testing.T, db *DB) (send []*trace.Span, want [][]*trace.Span)
-		lim     trace.Limits
-		target  int
-		before  int // chunks prepare writes
+		prepare  func(t *testing.T, db *DB) (send []*trace.Span, want [][]*trace.Span)
+		lim      trace.Limits
+		target   int
+		before   int  // chunks prepare writes
+		noLayout bool // AppendPayload gets a nil layout
 	}{
 		{name: "half of the spans stored already", before: 1, prepare: func(t *testing.T, db *DB) ([]*trace.Span, [][]*trace.Span) {
 			if err := db.Append(ctx, clones(full[:250])); err != nil {
@@ -192,6 +193,9 @@ func TestAppendPayloadFallsBackToEncoding(t *testing.T) {
 		{name: "more than a chunk", target: 96 << 10, prepare: func(t *testing.T, db *DB) ([]*trace.Span, [][]*trace.Span) {
 			return full, nil // split as the encoder splits: want is computed below
 		}},
+		{name: "no layout", noLayout: true, prepare: func(t *testing.T, db *DB) ([]*trace.Span, [][]*trace.Span) {
+			return full, [][]*trace.Span{full}
+		}},
 		{name: "decoded under limits beyond the defaults", lim: trace.Limits{MaxStrings: 1 << 23},
 			prepare: func(t *testing.T, db *DB) ([]*trace.Span, [][]*trace.Span) {
 				return full, [][]*trace.Span{full}
@@ -209,6 +213,9 @@ func TestAppendPayloadFallsBackToEncoding(t *testing.T) {
 			send, want := c.prepare(t, db)
 			body := widened(t, send)
 			got, layout := decodeBody(t, body, c.lim)
+			if c.noLayout {
+				layout = nil
+			}
 			if err := db.AppendPayload(ctx, got, body, layout); err != nil {
 				t.Fatal(err)
 			}

@@ -44,10 +44,11 @@ type commitReq struct {
 // When it returns nil every span is readable and survives a crash (for
 // sync=batch|always). A span without a span id gets a random one; the
 // caller's values are updated in place. A validation error (ErrInvalid,
-// naming the span by its 1-based position in spans) stores nothing. Any other error means the request was not acknowledged,
-// not that nothing was stored: chunks written before a failure stay in the
-// data file, and a request whose caller stopped waiting (ctx) once it was
-// queued is still written. Retrying is safe: Append is idempotent (see
+// naming the span by its 1-based position in spans) stores nothing. Any
+// other error means the request was not acknowledged, not that nothing
+// was stored: chunks written before a failure stay in the data file, and
+// a request whose caller stopped waiting (ctx) once it was queued is
+// still written. Retrying is safe: Append is idempotent (see
 // "Versions" in the package doc). Spans already stored identically are
 // skipped; a request made only of those returns nil at once.
 func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
@@ -56,7 +57,7 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 
 // AppendPayload is Append for spans that trace.DecodeChunkLayout decoded
 // from payload (a write request's CBOR body), unchanged since, with the
-// layout it returned. When the payload may be stored as sent (the layout
+// layout it returned (a nil layout: never stored as sent). When the payload may be stored as sent (the layout
 // is Storable; every span has a span id and is stored, none being already
 // stored identically or repeated later in the request; and the payload is
 // one chunk's worth: larger than a groupable request, at most

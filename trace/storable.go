@@ -67,8 +67,12 @@ func DecodeChunkLayout(payload []byte, lim Limits) ([]*Span, *PayloadLayout, err
 }
 
 // Storable reports whether the payload may be stored as the chunk of its
-// spans (see DecodeChunkLayout); when it may not, the error says why.
+// spans (see DecodeChunkLayout); when it may not, the error says why. A
+// nil layout is not storable.
 func (l *PayloadLayout) Storable() (bool, error) {
+	if l == nil {
+		return false, fmt.Errorf("payload not storable as sent: no layout")
+	}
 	if l.storable {
 		return true, nil
 	}
@@ -78,9 +82,9 @@ func (l *PayloadLayout) Storable() (bool, error) {
 // FrameCuts appends to cuts where a storable payload may be cut into
 // independently compressed pieces, exactly as ChunkEncoder.FrameCuts
 // cuts the payload it writes for the same spans. It appends nothing for a
-// payload that is not storable.
+// payload that is not storable (or a nil layout).
 func (l *PayloadLayout) FrameCuts(cuts []int, target int) []int {
-	if !l.storable {
+	if l == nil || !l.storable {
 		return cuts
 	}
 	return frameCuts(cuts, l.marks, l.bodyAt, l.size, target)

@@ -231,3 +231,14 @@ func FuzzDecodeChunkLayout(f *testing.F) {
 		}
 	})
 }
+
+// TestNilPayloadLayout: a nil layout is not storable and cuts nothing.
+func TestNilPayloadLayout(t *testing.T) {
+	var l *trace.PayloadLayout
+	if ok, err := l.Storable(); ok || err == nil || !strings.Contains(err.Error(), "no layout") {
+		t.Fatalf("Storable() = %v, %v", ok, err)
+	}
+	if cuts := l.FrameCuts(nil, 1); len(cuts) != 0 {
+		t.Fatalf("cuts %v", cuts)
+	}
+}
