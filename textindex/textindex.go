@@ -7,8 +7,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/ztsd/ztsd/index/kv"
@@ -234,9 +236,29 @@ type unpostedStrings struct {
 // append returns u with s added; it may write into u's arrays past
 // their length (never what u holds).
 func (u unpostedStrings) append(s string) unpostedStrings {
-	u.lower = append(append(u.lower, strings.ToLower(s)...), 0xff)
+	u.lower = appendLower(u.lower, s)
+	u.lower = append(u.lower, 0xff)
 	u.ends = append(u.ends, len(u.lower)-1)
 	return u
+}
+
+// appendLower appends strings.ToLower(s) to dst: an ASCII string byte by
+// byte, without the string ToLower allocates when s has upper case; any
+// other through ToLower.
+func appendLower(dst []byte, s string) []byte {
+	start := len(dst)
+	dst = slices.Grow(dst, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return append(dst[:start], strings.ToLower(s)...)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // len returns the number of strings.

@@ -635,3 +635,16 @@ func checkSearchBruteForce(t *testing.T, ix *Index, dict, patterns []string, lim
 		}
 	}
 }
+
+// TestAppendLower: appendLower appends exactly strings.ToLower's bytes,
+// ASCII or not (case mappings that change the byte length, invalid UTF-8
+// after ASCII upper case), after what dst holds.
+func TestAppendLower(t *testing.T) {
+	strs := append(corpus(7, 2000), "", "ABC", "already lower", "MiXeD-Case_123", "aBc\xffDEF", "İSTANBUL", "STRASSE ß", "ǅ", "A\u0130")
+	for _, s := range strs {
+		got := appendLower([]byte("prefix|"), s)
+		if want := "prefix|" + strings.ToLower(s); string(got) != want {
+			t.Fatalf("appendLower(%.40q) = %.60q, want %.60q", s, got, want)
+		}
+	}
+}
