@@ -262,10 +262,11 @@ func zstdFrame(p []byte, n int, buf []byte) []byte {
 // zstdLeadFrame is zstdFrame for the first frame of a chunk cut into
 // several: the frame every read of the chunk decodes (Frames decodes it
 // up front; a trace payload keeps its string table and span index there,
-// trace.ChunkEncoder.FrameCuts), so it is encoded without entropy coding
-// (literals stored as they are, sequences with zstd's predefined tables),
-// as zstdFastEncoder encodes small chunks: no Huffman or FSE tables to
-// read before its bytes. On the ~50 KB first frames of 500-span chunks of
+// trace.ChunkEncoder.FrameCuts), so its literals are stored as they are
+// (zstd.WithNoEntropyCompression, as zstdFastEncoder encodes small
+// chunks): no Huffman table to build before its bytes. Its sequences
+// (the matches) are still FSE-coded as the encoder chooses, so a decoder
+// still sets up their tables. On the ~50 KB first frames of 500-span chunks of
 // the bench workload that decodes in ~24 instead of ~32 µs, for ~20% more
 // stored bytes of that frame (~2% of the chunk). Up to zstdWindow bytes;
 // a larger first frame (not a layout the trace store writes) is encoded
