@@ -1403,19 +1403,26 @@ func spanIDFromHex(b []byte) (SpanID, bool) {
 	}
 	var v uint64
 	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
+		d, ok := hexDigit(c)
+		if !ok {
 			return 0, false
 		}
-		v = v<<4 | uint64(c)
+		v = v<<4 | uint64(d)
 	}
 	return SpanID(v), true
+}
+
+// hexDigit returns the value of one hex digit (either case).
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // jsonPlainByte marks the bytes a JSON string holds as they are and that
@@ -1513,17 +1520,11 @@ func hex4(b []byte) (rune, bool) {
 	}
 	var r rune
 	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
+		d, ok := hexDigit(c)
+		if !ok {
 			return 0, false
 		}
-		r = r<<4 | rune(c)
+		r = r<<4 | rune(d)
 	}
 	return r, true
 }
