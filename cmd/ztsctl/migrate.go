@@ -160,15 +160,7 @@ Exit status: 0 done (or already done), 1 a --from directory does not exist,
 					fmt.Fprintf(a.stderr, "ztsctl: migrate: the migration is complete, but removing %s failed: %v\n", downloadDir, rerr)
 				}
 			}
-			if rep != nil {
-				if asJSON {
-					if werr := printReportJSON(a.stdout, rep); werr != nil && err == nil {
-						err = werr
-					}
-				} else if werr := rep.WriteText(a.stdout); werr != nil && err == nil {
-					err = werr
-				}
-			}
+			err = writeReport(a.stdout, rep, asJSON, err)
 			return migrateExit(cmd.Context(), err)
 		},
 	}

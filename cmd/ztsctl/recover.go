@@ -126,11 +126,31 @@ func offlineGC() (restore func()) {
 // scan queue), so the limit only makes the collector run sooner.
 const offlineHeapLimit = 640 << 20
 
-// printReportJSON prints v as one indented JSON object.
-func printReportJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// writeReport prints the report of an offline command (recover, verify,
+// migrate) to w: indented JSON of its fields when asJSON, else its text.
+// err is the command's own error, returned as it is: the report of a
+// command that failed part-way says how far it got, and is printed all the
+// same. A write error is returned only when err is nil. A nil report (the
+// command failed before it had one) prints nothing.
+func writeReport[R any, P interface {
+	*R
+	WriteText(io.Writer) error
+}](w io.Writer, rep P, asJSON bool, err error) error {
+	if rep == nil {
+		return err
+	}
+	var werr error
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		werr = enc.Encode(rep)
+	} else {
+		werr = rep.WriteText(w)
+	}
+	if err == nil {
+		return werr
+	}
+	return err
 }
 
 func newRecoverCmd(a *app) *cobra.Command {
@@ -192,15 +212,7 @@ Exit status: 0 when the stores were recovered (the report says what was lost),
 				rep, err = recovery.RecoverDataDir(cmd.Context(), dir, opt)
 			}
 			finish()
-			if rep != nil {
-				if asJSON {
-					if werr := printReportJSON(a.stdout, rep); werr != nil && err == nil {
-						err = werr
-					}
-				} else if werr := rep.WriteText(a.stdout); werr != nil && err == nil {
-					err = werr
-				}
-			}
+			err = writeReport(a.stdout, rep, asJSON, err)
 			if errors.Is(err, storedir.ErrLocked) {
 				return &exitError{exitFailure, fmt.Errorf("recover: %w (recover works on a stopped daemon's data directory)", err)}
 			}
@@ -235,15 +247,7 @@ func recoverRemote(cmd *cobra.Command, a *app, bf *bucketFlags, ref string, dryR
 		opt.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
 	}
 	rep, err := bucketadmin.Recover(cmd.Context(), b, o.Prefix, k, opt)
-	if rep != nil {
-		if asJSON {
-			if werr := printReportJSON(a.stdout, rep); werr != nil && err == nil {
-				err = werr
-			}
-		} else if werr := rep.WriteText(a.stdout); werr != nil && err == nil {
-			err = werr
-		}
-	}
+	err = writeReport(a.stdout, rep, asJSON, err)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return &exitError{exitNotFound, fmt.Errorf("recover --remote: %w", err)}
 	}

@@ -69,15 +69,7 @@ run), 2 on bad usage.`,
 				rep, err = recovery.VerifyDataDir(cmd.Context(), dir, opt)
 			}
 			finish()
-			if rep != nil {
-				if asJSON {
-					if werr := printReportJSON(a.stdout, rep); werr != nil && err == nil {
-						err = werr
-					}
-				} else if werr := rep.WriteText(a.stdout); werr != nil && err == nil {
-					err = werr
-				}
-			}
+			err = writeReport(a.stdout, rep, asJSON, err)
 			if err != nil {
 				return &exitError{exitFailure, fmt.Errorf("verify: %w", err)}
 			}
@@ -110,15 +102,7 @@ func verifyRemote(cmd *cobra.Command, a *app, bf *bucketFlags, node, store strin
 	rep, err := bucketadmin.Verify(cmd.Context(), b, o.Bucket, o.Prefix, bucketadmin.VerifyOptions{Node: node, Store: sel, Deep: deep,
 		TempDir: tempDir, Progress: update})
 	finish()
-	if rep != nil {
-		if asJSON {
-			if werr := printReportJSON(a.stdout, rep); werr != nil && err == nil {
-				err = werr
-			}
-		} else if werr := rep.WriteText(a.stdout); werr != nil && err == nil {
-			err = werr
-		}
-	}
+	err = writeReport(a.stdout, rep, asJSON, err)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return &exitError{exitNotFound, fmt.Errorf("verify --remote: %w", err)}
 	}
