@@ -26,7 +26,8 @@ type OSFile interface {
 
 // Allocator is implemented by an OSFile that can preallocate: Allocate
 // makes the file at least off+n bytes long, the new bytes zeros whose
-// blocks are allocated (fallocate mode 0). It fails wrapping
+// blocks are allocated (fallocate mode 0) and, where it can, written (so
+// that data written over them later changes no extent). It fails wrapping
 // errors.ErrUnsupported when the file system cannot, and ENOSPC when the
 // disk has no room. A File preallocates its zero tail with it.
 type Allocator interface {
@@ -60,14 +61,14 @@ func (OSFS) OpenFile(name string, flag int, perm fs.FileMode) (OSFile, error) {
 	return osFile{f}, nil
 }
 
-// PreallocStep is how far past the end of its data a File extends itself
-// with fallocate when an append needs room: appends then overwrite
-// allocated zeros without changing the file size, and the group commit's
-// fdatasync has no size to record (on ext4 about 30% cheaper than an
-// fsync of an append). So an open data file may end in up to PreallocStep
-// zero bytes after its last chunk: the zero tail, which every reader
-// takes as the end of the data (Scanner). Seal and Close cut it. Only a
-// compressed file with checksums preallocates: its CRC and sizes tell a
+// PreallocStep is how far past the end of its data a File extends itself with
+// fallocate and written zeros (Allocator) when an append needs room: appends
+// then overwrite zeros already on disk without changing the file size or its
+// extents, and the group commit's fdatasync has no metadata to record (on ext4
+// about 30% cheaper than an fsync of an append). So an open data file may end
+// in up to PreallocStep zero bytes after its last chunk: the zero tail, which
+// every reader takes as the end of the data (Scanner). Seal and Close cut it.
+// Only a compressed file with checksums preallocates: its CRC and sizes tell a
 // chunk written partly into the zeros (a crash) from a whole one.
 const PreallocStep = 1 << 20
 

@@ -42,13 +42,14 @@
 // The committer writes the group's chunks, then makes them durable with
 // one fsync for the whole group (sync=batch), one per request
 // (sync=always) or none (sync=none) — an fdatasync: the data file is
-// preallocated with zeros up to 1 MiB ahead of its data (chunk.File,
-// chunk.PreallocStep), so appends overwrite allocated zeros without
-// changing the file size and the sync has no size to record (about 30%
-// cheaper per fsync on ext4) — hands them to the indexer goroutine
-// and acknowledges each request at once; it does not wait for indexing, so
-// the fsync of the next group overlaps the indexing of this one. A request
-// fails if any chunk holding its spans could not be written, or if the
+// preallocated with zeros written up to 1 MiB ahead of its data
+// (chunk.File, chunk.PreallocStep), so appends overwrite zeros already on
+// disk without changing the file size or its extents and the sync has no
+// metadata to record (about 30% cheaper per fsync on ext4 than an append,
+// and ~20% cheaper than writing into fallocated, unwritten blocks) — hands
+// them to the indexer goroutine and acknowledges each request at once; it
+// does not wait for indexing, so the fsync of the next group overlaps
+// the indexing of this one. A request fails if any chunk holding its spans could not be written, or if the
 // group's fsync failed; a chunk shared with a failed request is still
 // written for the others (at-least-once: spans of a failed request may be
 // in the data file).
