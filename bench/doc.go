@@ -18,9 +18,11 @@
 //     (the workload is generated again, nothing sent), for read latency
 //     on a large store after a code change.
 //   - Probes of this machine's limits, taken in the same run: sequential
-//     write with fsync, fsyncs per second, sequential direct-I/O read, and
-//     single-core LZ4 and CBOR (the chunk payload codec) on the very chunk
-//     payloads the store wrote.
+//     write with fsync, fsyncs per second (a chunk appended into the data
+//     file's preallocated zeros and fdatasynced, as the daemon's committer
+//     does, and the older "append growing the file" figure), sequential
+//     direct-I/O read, and single-core LZ4 and CBOR (the chunk payload
+//     codec) on the very chunk payloads the store wrote.
 //   - Report: one table setting each goal of DESIGN.md's budget next to
 //     its result, the limit it is bounded by, the ratio and met / NOT MET
 //     / not measured, or the same as one JSON object.

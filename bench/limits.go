@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/pierrec/lz4/v4"
+	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/trace"
 	"golang.org/x/sys/unix"
 )
@@ -19,11 +21,21 @@ type DiskLimits struct {
 	// WriteMBPerS is sequential write throughput including the final
 	// fsync: ProbeBytes written in 1 MiB writes, then fdatasync.
 	WriteMBPerS float64 `json:"disk_write_mb_per_s"`
-	// FsyncsPerS is how many "append 4 KiB, fdatasync" rounds complete
-	// per second: the ceiling of group commits per second.
+	// FsyncsPerS is how many group commits of unbatched writers the disk
+	// completes per second, measured the way the daemon's committer makes
+	// one: append one chunk of ProbeChunkBytes to a data file (chunk.File,
+	// so into its preallocated, written zeros) and fdatasync it. It is the
+	// ceiling of group commits per second, and so of a closed-loop
+	// writer's requests per second.
 	FsyncsPerS float64 `json:"disk_fsyncs_per_s"`
 	// FsyncP50Ms is the median duration of one such round.
 	FsyncP50Ms float64 `json:"disk_fsync_p50_ms"`
+	// AppendFsyncsPerS and AppendFsyncP50Ms are the same for "append
+	// 4 KiB at the end of a file, growing it, then fdatasync" (the probe
+	// before the daemon preallocated): each sync then records a new size
+	// and a new extent.
+	AppendFsyncsPerS float64 `json:"disk_append_fsyncs_per_s"`
+	AppendFsyncP50Ms float64 `json:"disk_append_fsync_p50_ms"`
 	// ReadDirectMBPerS is sequential read throughput with O_DIRECT (1 MiB
 	// reads, bypassing the page cache) of the file just written.
 	ReadDirectMBPerS float64 `json:"disk_read_direct_mb_per_s"`
@@ -37,9 +49,16 @@ type DiskLimits struct {
 
 const probeBlock = 1 << 20
 
+// ProbeChunkBytes is the size of the chunk the fsync probe appends before
+// each fdatasync: about one group commit of two unbatched writers of the
+// bench workload (two spans, ~600 stored bytes each).
+const ProbeChunkBytes = 1200
+
 // ProbeDisk measures the file system holding dir with a temporary file of
-// size bytes (rounded up to whole MiB) and an fsync loop lasting fsyncFor.
-// The file is removed before it returns.
+// size bytes (rounded up to whole MiB) and two fsync loops lasting
+// fsyncFor each (4 KiB appends growing that file; ProbeChunkBytes chunks
+// appended to a data file as the committer appends them). The files are
+// removed before it returns.
 func ProbeDisk(dir string, size int64, fsyncFor time.Duration) (DiskLimits, error) {
 	var lim DiskLimits
 	blocks := max((size+probeBlock-1)/probeBlock, 1)
@@ -84,7 +103,7 @@ func ProbeDisk(dir string, size int64, fsyncFor time.Duration) (DiskLimits, erro
 		return lim, err
 	}
 
-	// Append 4 KiB + fdatasync, as a group commit does.
+	// Append 4 KiB + fdatasync, growing the file.
 	var lat Latencies
 	off := lim.ProbeBytes
 	fd := int(f.Fd())
@@ -100,9 +119,55 @@ func ProbeDisk(dir string, size int64, fsyncFor time.Duration) (DiskLimits, erro
 		lat.Add(time.Since(t0))
 		off += 4096
 	}
+	lim.AppendFsyncsPerS = float64(time.Second) / float64(max(lat.Mean(), 1))
+	lim.AppendFsyncP50Ms = ms(lat.Quantile(0.5))
+
+	// A group commit as the committer makes it.
+	lat, err = probeChunkSyncs(dir, buf[:ProbeChunkBytes], fsyncFor)
+	if err != nil {
+		return lim, err
+	}
 	lim.FsyncsPerS = float64(time.Second) / float64(max(lat.Mean(), 1))
 	lim.FsyncP50Ms = ms(lat.Quantile(0.5))
 	return lim, nil
+}
+
+// probeChunkSyncs times rounds of "append a chunk holding payload to a data
+// file, fdatasync it" for at least d (and 5 rounds), with the file the
+// daemon writes (chunk.File, zstd and checksums as a store's default: it
+// preallocates written zeros ahead of its data, which the appends
+// overwrite). The payload is random, so the chunk is about as large as it.
+// The data file is removed before it returns.
+func probeChunkSyncs(dir string, payload []byte, d time.Duration) (Latencies, error) {
+	var lat Latencies
+	tmp, err := os.MkdirTemp(dir, ".bench-probe-chunks-*")
+	if err != nil {
+		return lat, fmt.Errorf("disk probe in %s: %w", dir, err)
+	}
+	defer os.RemoveAll(tmp)
+	opt := chunk.Options{Compression: chunk.Zstd, Checksums: true}
+	path := filepath.Join(tmp, "traces.zts")
+	f, err := chunk.Create(path, opt)
+	if err != nil {
+		return lat, fmt.Errorf("disk probe: %w", err)
+	}
+	defer f.Close()
+	c, err := chunk.Encode(payload, opt, nil)
+	if err != nil {
+		return lat, fmt.Errorf("disk probe: encode a %d-byte chunk: %w", len(payload), err)
+	}
+	deadline := time.Now().Add(d)
+	for n := 0; n < 5 || time.Now().Before(deadline); n++ {
+		t0 := time.Now()
+		if _, err := f.AppendEncoded(c); err != nil {
+			return lat, fmt.Errorf("disk probe: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return lat, fmt.Errorf("disk probe: sync %s: %w", path, err)
+		}
+		lat.Add(time.Since(t0))
+	}
+	return lat, nil
 }
 
 // readProbe reads path sequentially with O_DIRECT into buf (page-aligned),

@@ -21,7 +21,8 @@ func TestProbeDisk(t *testing.T) {
 	if lim.ProbeBytes != 4<<20 {
 		t.Errorf("ProbeBytes = %d, want 4 MiB (rounded up to whole MiB)", lim.ProbeBytes)
 	}
-	if lim.WriteMBPerS <= 0 || lim.ReadDirectMBPerS <= 0 || lim.FsyncsPerS <= 0 || lim.FsyncP50Ms <= 0 {
+	if lim.WriteMBPerS <= 0 || lim.ReadDirectMBPerS <= 0 || lim.FsyncsPerS <= 0 || lim.FsyncP50Ms <= 0 ||
+		lim.AppendFsyncsPerS <= 0 || lim.AppendFsyncP50Ms <= 0 {
 		t.Errorf("a probe measured nothing: %+v", lim)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

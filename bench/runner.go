@@ -120,8 +120,8 @@ type Config struct {
 	Searches int
 
 	// SkipProbes leaves out the disk probes; ProbeBytes is the size of the
-	// disk probe file (default 256 MiB), FsyncFor the length of the fsync
-	// loop (default 2 s), LZ4For the length of each LZ4 pass (default 1 s)
+	// disk probe file (default 256 MiB), FsyncFor the length of each of
+	// the two fsync loops (default 2 s), LZ4For the length of each LZ4 pass (default 1 s)
 	// and LZ4SampleBytes the payload bytes it runs on (default 64 MiB).
 	SkipProbes     bool
 	ProbeBytes     int64
@@ -386,7 +386,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			dir = os.TempDir()
 			r.rep.Notes = append(r.rep.Notes, "disk probes ran in "+dir+", which may not be the daemon's file system")
 		}
-		r.logf("probing the disk under %s (%d MiB, fsync loop %v)", dir, cfg.ProbeBytes>>20, cfg.FsyncFor)
+		r.logf("probing the disk under %s (%d MiB, fsync loops 2 × %v)", dir, cfg.ProbeBytes>>20, cfg.FsyncFor)
 		lim, err := ProbeDisk(dir, cfg.ProbeBytes, cfg.FsyncFor)
 		if err != nil {
 			return nil, err
