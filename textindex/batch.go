@@ -27,8 +27,20 @@ type Batch struct {
 
 // NewBatch starts a batch whose new ids follow the committed ones.
 func (ix *Index) NewBatch() *Batch {
-	return &Batch{ix: ix, base: ix.Count(), pending: make(map[string]uint64)}
+	ix.writeMu.Lock()
+	pending := ix.spare
+	ix.spare = nil
+	ix.writeMu.Unlock()
+	if pending == nil {
+		pending = make(map[string]uint64)
+	}
+	return &Batch{ix: ix, base: ix.Count(), pending: pending}
 }
+
+// maxSpareStrings bounds the new strings of a batch whose map Commit keeps
+// for the next batch (Index.spare): a bulk load's or an unusually large
+// batch's map is left to the collector.
+const maxSpareStrings = 1 << 16
 
 // Intern returns the id of s: its existing id, or the next new one. It sees
 // strings interned earlier in the same batch. If the index cannot be read
@@ -226,6 +238,10 @@ func (b *Batch) Commit() error {
 	// fills the cache with what it looks up.
 	// The batch is spent: committing it again conflicts.
 	b.base = math.MaxUint64
+	if len(b.pending) <= maxSpareStrings {
+		clear(b.pending)
+		ix.spare = b.pending
+	}
 	b.pending, b.order = nil, nil
 	return nil
 }
@@ -335,7 +351,8 @@ func (sc *postingsScratch) appendPostings(wb *kv.Batch, after uint64, strs unpos
 				offs = append(offs, uint32(ids[i]&(blockSize-1)))
 			}
 			key = appendOrdered(append(key[:0], prefix...), blk)
-			wb.Merge(key, postings.Append(val[:0], offs))
+			val = postings.Append(val[:0], offs)
+			wb.Merge(key, val)
 		}
 	}
 	var ids []uint64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -646,5 +647,49 @@ func TestAppendLower(t *testing.T) {
 		if want := "prefix|" + strings.ToLower(s); string(got) != want {
 			t.Fatalf("appendLower(%.40q) = %.60q, want %.60q", s, got, want)
 		}
+	}
+}
+
+// TestBatchReusesCommittedMap: a committed batch's new-string map, emptied,
+// is the next batch's; the next batch sees none of the strings it held as
+// its own new strings (they are committed: found with their ids), and an
+// abandoned batch's map is not reused.
+func TestBatchReusesCommittedMap(t *testing.T) {
+	ix := openTest(t, t.TempDir())
+	defer ix.Close()
+	b1 := ix.NewBatch()
+	b1.Intern("alpha")
+	b1.Intern("beta")
+	m1 := b1.pending
+	if err := b1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := ix.NewBatch()
+	if len(b2.pending) != 0 || reflect.ValueOf(b2.pending).UnsafePointer() != reflect.ValueOf(m1).UnsafePointer() {
+		t.Fatalf("second batch's map: %d entries, reused %v", len(b2.pending), reflect.ValueOf(b2.pending).UnsafePointer() == reflect.ValueOf(m1).UnsafePointer())
+	}
+	if id := b2.Intern("beta"); id != 2 {
+		t.Fatalf("committed string got %d, want 2", id)
+	}
+	if id := b2.Intern("gamma"); id != 3 {
+		t.Fatalf("new string got %d, want 3", id)
+	}
+	if b2.Len() != 1 {
+		t.Fatalf("second batch holds %d new strings, want 1", b2.Len())
+	}
+	m2 := b2.pending
+	// Abandoned: its map (holding gamma) must not come back.
+	b3 := ix.NewBatch()
+	if reflect.ValueOf(b3.pending).UnsafePointer() == reflect.ValueOf(m2).UnsafePointer() {
+		t.Fatal("an uncommitted batch's map was handed out again")
+	}
+	if id := b3.Intern("gamma"); id != 3 {
+		t.Fatalf("gamma in a later batch got %d, want 3", id)
+	}
+	if err := b3.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Count() != 3 {
+		t.Fatalf("count %d, want 3", ix.Count())
 	}
 }
