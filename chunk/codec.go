@@ -124,6 +124,9 @@ type zlibEncoder struct {
 type EncodedChunk struct {
 	buf []byte
 	opt Options
+	// ends, for a payload compressed as several zstd frames, is where
+	// each frame ends (as in Layout.ends), for Layout.
+	ends []uint64
 }
 
 // Bytes returns the chunk exactly as it is written to the file.
@@ -139,6 +142,21 @@ func (c EncodedChunk) Options() Options { return c.opt }
 // codec did not make it smaller (always false in a file without compression).
 func (c EncodedChunk) StoredRaw() bool {
 	return len(c.buf) >= ChunkHeaderSize && binary.BigEndian.Uint32(c.buf[4:8])&rawBit != 0
+}
+
+// Layout returns the layout of the chunk, as ReadFrames would learn it
+// from the chunk's bytes once written (Frames.Layout), for a payload
+// compressed as several zstd frames; nil for any other chunk. A writer
+// that keeps it for the chunk's offset lets the chunk's first read be a
+// File.ReadFramesKnown (its header and the frames it decodes) instead of
+// a read of the whole chunk.
+func (c EncodedChunk) Layout() *Layout {
+	if len(c.ends) < 2 || len(c.buf) < ChunkHeaderSize {
+		return nil
+	}
+	l := &Layout{ends: c.ends}
+	copy(l.hdr[:], c.buf)
+	return l
 }
 
 // LogicalSize is the payload size.
@@ -174,6 +192,7 @@ func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedC
 	}
 	buf := dst[:0]
 	compressed := false
+	var ends []uint64 // of the zstd frames, when several
 	switch opt.Compression {
 	case LZ4:
 		bound := lz4.CompressBlockBound(n)
@@ -216,6 +235,7 @@ func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedC
 					} else {
 						buf = zstdPieceFrame(payload[from:c], n, buf)
 					}
+					ends = append(ends, uint64(c)<<32|uint64(len(buf)-ChunkHeaderSize))
 					from = c
 				}
 			}
@@ -223,11 +243,12 @@ func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedC
 				buf = zstdFrame(payload, n, buf)
 			} else {
 				buf = zstdPieceFrame(payload[from:], n, buf)
+				ends = append(ends, uint64(n)<<32|uint64(len(buf)-ChunkHeaderSize))
 			}
 			if len(buf)-ChunkHeaderSize < n {
 				compressed = true
 			} else {
-				buf = buf[:ChunkHeaderSize]
+				buf, ends = buf[:ChunkHeaderSize], nil
 			}
 		}
 	}
@@ -247,7 +268,7 @@ func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedC
 	binary.BigEndian.PutUint32(buf[4:8], csize)
 	binary.BigEndian.PutUint32(buf[8:12], uint32(n))
 	binary.BigEndian.PutUint32(buf[12:16], sum)
-	return EncodedChunk{buf: buf, opt: opt}, nil
+	return EncodedChunk{buf: buf, opt: opt, ends: ends}, nil
 }
 
 // zstdFrame appends p, a frame of a chunk of n payload bytes, compressed

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -556,5 +557,73 @@ func TestFramesRelease(t *testing.T) {
 	fr.Release()
 	if _, _, err := fr.Fill(0, 1); !errors.Is(err, ErrReleased) {
 		t.Fatalf("Fill after Release: %v, want ErrReleased", err)
+	}
+}
+
+// TestEncodedChunkLayout: the layout an encoder gives for a chunk of
+// several zstd frames (EncodedChunk.Layout) is the one ReadFrames learns
+// from the chunk's bytes once written, and ReadFramesKnown with it reads
+// the header and first frame only and fills every range as a read of the
+// whole chunk does. A chunk of one frame, stored raw, or of another codec
+// has none.
+func TestEncodedChunkLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	payload := cborTrace(rng, 120_000)
+	opt := Options{Zstd, true}
+	path := t.TempDir() + "/traces.zts"
+	var read atomic.Int64
+	f, err := CreateFS(countingFS{read: &read}, path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Cuts out of order or out of range are left out, as EncodeFrames says.
+	c, err := EncodeFrames(payload, []int{0, 40_000, 30_000, 70_000, 200_000}, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Layout()
+	if l == nil || len(l.ends) != 3 {
+		t.Fatalf("layout of a chunk of 3 frames: %+v", l)
+	}
+	off, err := f.AppendEncoded(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, _, err := f.ReadFrames(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fr.Layout(), l) {
+		t.Fatalf("encoder's layout %+v, ReadFrames's %+v", l, fr.Layout())
+	}
+	read.Store(0)
+	known, _, err := f.ReadFramesKnown(off, l)
+	if err != nil || known.Layout() != nil {
+		t.Fatalf("ReadFramesKnown: %v (read whole: %v)", err, known.Layout() != nil)
+	}
+	if got, want := read.Load(), int64(ChunkHeaderSize+int(uint32(l.ends[0]))); got != want {
+		t.Fatalf("ReadFramesKnown read %d bytes, want %d (header and first frame)", got, want)
+	}
+	for _, rg := range [][2]int{{0, 40_000}, {45_000, 45_001}, {70_000, 120_000}, {10, 100_000}} {
+		b, base, err := known.Fill(rg[0], rg[1])
+		if err != nil || !bytes.Equal(b, payload[base:base+len(b)]) || base > rg[0] || base+len(b) < rg[1] {
+			t.Fatalf("Fill(%d, %d): bytes %d to %d, %v", rg[0], rg[1], base, base+len(b), err)
+		}
+	}
+	for name, opt := range map[string]Options{"lz4": {LZ4, true}, "zlib": {Zlib, true}, "none": {None, true}} {
+		if c, err := EncodeFrames(payload, []int{40_000, 70_000}, opt, nil); err != nil || c.Layout() != nil {
+			t.Fatalf("%s: %v, layout %+v; want none", name, err, c.Layout())
+		}
+	}
+	if c, err := EncodeFrames(payload, nil, opt, nil); err != nil || c.Layout() != nil {
+		t.Fatalf("one frame: %v, layout %+v; want none", err, c.Layout())
+	}
+	noise := make([]byte, 100_000)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	if c, err := EncodeFrames(noise, []int{40_000, 70_000}, opt, nil); err != nil || !c.StoredRaw() || c.Layout() != nil {
+		t.Fatalf("stored raw: %v, raw %v, layout %+v; want none", err, c.StoredRaw(), c.Layout())
 	}
 }

@@ -550,6 +550,9 @@ func (db *DB) commitRequests(reqs []*commitReq) {
 			var off int64
 			off, err = s.data.AppendEncoded(u.c.enc)
 			if err == nil {
+				if l := u.c.enc.Layout(); l != nil {
+					db.layouts.put(s.key(), off, l) // its first get reads only what it decodes (layoutCache)
+				}
 				if len(part.stores) == 0 || part.stores[len(part.stores)-1] != s {
 					part.stores = append(part.stores, s)
 				}

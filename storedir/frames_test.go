@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -385,5 +386,93 @@ func TestDamagedStringTable(t *testing.T) {
 		_, warns, _ := db.GetSpanWithWarnings(context.Background(), victim.TraceID, victim.SpanID)
 		t.Logf("after=%v: %s", after, warns[0].Error)
 		db.Close()
+	}
+}
+
+// TestWrittenChunkLayouts: the chunks the DB appends as several zstd
+// frames have their layouts kept from the write (chunk.EncodedChunk.
+// Layout), so even their first read reads only the frames it decodes;
+// every span reads back whole through them. A frame damaged on disk after
+// the write is found by its content checksum when a read uses it (a
+// warning naming the store and chunk), and a span in an intact frame of
+// the same chunk still reads.
+func TestWrittenChunkLayouts(t *testing.T) {
+	dir := t.TempDir()
+	reqs, spans, _ := benchRequests(5, 1500, 500)
+	reqs, spans = reqs[:3], spans[:1500]
+	o := testOptions()
+	o.ChunkTargetSize = 1 << 20
+	o.MaxStoreSize = 64 << 20
+	db := openTestDB(t, dir, o)
+	defer db.Close()
+	for _, r := range reqs {
+		if err := db.Append(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, StoreName(0), dataFile)
+	f, err := chunk.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// The store is open: its data file ends in preallocated zeros after
+	// the three chunks (one per request).
+	var offs []int64
+	for off := int64(chunk.HeaderSize); len(offs) < 3; {
+		fr, next, err := f.ReadFrames(off)
+		if err != nil {
+			t.Fatalf("chunk %d at %d: %v", len(offs), off, err)
+		}
+		l, ok := db.layouts.get(db.stores[0].key(), off)
+		if !ok || fr.Frames() < 4 || !reflect.DeepEqual(fr.Layout(), l) {
+			t.Fatalf("chunk at %d of %d frames: layout kept %v (%+v), read %+v; want the layout of the chunk", off, fr.Frames(), ok, l, fr.Layout())
+		}
+		offs = append(offs, off)
+		off = next
+	}
+	db.cache = newChunkCache(1) // every chunk read leaves the chunk cache
+	checkAllSpans(t, db, spans)
+
+	// Inside the last frame's last block of the second chunk.
+	at := offs[2] - 40
+	w, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := w.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte{b[0] ^ 0x33}, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	inChunk := func(k int) []*trace.Span { // spans of traces wholly in chunk k
+		var out []*trace.Span
+		where := map[trace.TraceID]map[int]bool{}
+		for i, sp := range spans {
+			if where[sp.TraceID] == nil {
+				where[sp.TraceID] = map[int]bool{}
+			}
+			where[sp.TraceID][i/500] = true
+		}
+		for _, sp := range spans[k*500 : (k+1)*500] {
+			if len(where[sp.TraceID]) == 1 {
+				out = append(out, sp)
+			}
+		}
+		return out
+	}
+	second := inChunk(1)
+	first, last := second[0], second[len(second)-1]
+	if _, err := db.GetSpan(context.Background(), first.TraceID, first.SpanID); err != nil {
+		t.Fatalf("span in an intact frame: %v", err)
+	}
+	_, warns, err := db.GetSpanWithWarnings(context.Background(), last.TraceID, last.SpanID)
+	if err != nil || len(warns) != 1 || warns[0].Store != StoreName(0) || warns[0].Offset != offs[1] || !strings.Contains(warns[0].Error, "zstd: frame") {
+		t.Fatalf("span in the frame damaged after the write: %v, warnings %+v; want one naming store %s, offset %d and the frame", err, warns, StoreName(0), offs[1])
 	}
 }
