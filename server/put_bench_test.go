@@ -133,3 +133,52 @@ func BenchmarkPut(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPutOneSpan measures POST /v1/traces of one span per request
+// (CBOR, the bench workload), the unbatched writers' requests, through the
+// handler called directly (no socket) into a store with sync=none:
+// handler-cpu-µs/span is the CPU of the calling goroutine's thread in the
+// handler (reading and decoding the body, validation, the duplicate
+// check, preparing the request for the committer, waiting for it).
+func BenchmarkPutOneSpan(b *testing.B) {
+	o := storedir.DefaultOptions()
+	o.Sync = storedir.SyncNone
+	db, err := storedir.Open(context.Background(), b.TempDir(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	h := New(db, Options{Access: Access{Disabled: true}}).Handler()
+	g := bench.NewGenerator(bench.Workload{Seed: 4})
+	var enc trace.ChunkEncoder
+	var bodies [][]byte
+	for len(bodies) < 20_000 {
+		for _, sp := range g.Trace() {
+			body, err := enc.Encode(nil, []*trace.Span{sp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bodies = append(bodies, body)
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var handlerCPU time.Duration
+	n := 0
+	for b.Loop() {
+		if n == len(bodies) {
+			b.Fatalf("more than the %d distinct requests prepared: use -benchtime %dx or less", len(bodies), len(bodies))
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(bodies[n]))
+		req.Header.Set("Content-Type", "application/cbor")
+		w := httptest.NewRecorder()
+		t0 := threadCPU(b)
+		h.ServeHTTP(w, req)
+		handlerCPU += threadCPU(b) - t0
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", w.Code, w.Body.String())
+		}
+		n++
+	}
+	b.ReportMetric(float64(handlerCPU.Nanoseconds())/1e3/float64(n), "handler-cpu-µs/span")
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/trace"
@@ -152,8 +153,8 @@ func TestAppendPayloadStoresTheBody(t *testing.T) {
 }
 
 // TestAppendPayloadFallsBackToEncoding: a body is not stored as sent when
-// its spans are not all stored as they are in it, or it is not one
-// chunk's worth, or its layout is not storable; the chunks are then the
+// its spans are not all stored as they are in it, or it is more than a
+// chunk, or its layout is not storable; the chunks are then the
 // encoder's for the spans stored, exactly as Append writes them, and read
 // back. Each case sends a widened body (storable, not the encoder's bytes)
 // so that the stored payload tells which way it went.
@@ -186,9 +187,6 @@ func TestAppendPayloadFallsBackToEncoding(t *testing.T) {
 			send := clones(full)
 			send[7].SpanID = 0
 			return send, nil // the id is random: want is what was sent, with it
-		}},
-		{name: "a small request", prepare: func(t *testing.T, db *DB) ([]*trace.Span, [][]*trace.Span) {
-			return full[:40], [][]*trace.Span{full[:40]}
 		}},
 		{name: "more than a chunk", target: 96 << 10, prepare: func(t *testing.T, db *DB) ([]*trace.Span, [][]*trace.Span) {
 			return full, nil // split as the encoder splits: want is computed below
@@ -262,6 +260,77 @@ func TestAppendPayloadFallsBackToEncoding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAppendPayloadSmallBodies: a storable body small enough to be grouped
+// is not encoded again. Written alone, it is the chunk as sent (a widened
+// body, not the encoder's bytes, is stored widened). Grouped with another
+// small request, the committer encodes both requests' spans into one
+// shared chunk, the encoder's payload for them, as for Append's small
+// requests. Every span reads back, before and after a reopen.
+func TestAppendPayloadSmallBodies(t *testing.T) {
+	reqs, _, _ := benchRequests(7, 60, 20)
+	ctx := context.Background()
+	o := testOptions()
+	o.ChunkTargetSize = 4 << 20 // small requests: up to 256 KiB
+	o.Sync = SyncBatch
+	o.BatchMaxDelay = 200 * time.Millisecond // the two grouped requests join one group
+	dir := t.TempDir()
+	db := openTestDB(t, dir, o)
+
+	alone := widened(t, reqs[0])
+	if len(alone) > db.groupableSize() {
+		t.Fatalf("body of %d bytes is not small (groupable up to %d)", len(alone), db.groupableSize())
+	}
+	got, layout := decodeBody(t, alone, trace.Limits{})
+	if err := db.AppendPayload(ctx, got, alone, layout); err != nil {
+		t.Fatal(err)
+	}
+
+	bodies := [][]byte{widened(t, reqs[1]), widened(t, reqs[2])}
+	decoded := make([][]*trace.Span, 2)
+	start := make(chan struct{})
+	errs := make(chan error, 2)
+	for i, body := range bodies {
+		got, layout := decodeBody(t, body, trace.Limits{})
+		decoded[i] = got
+		go func() {
+			<-start
+			errs <- db.AppendPayload(ctx, got, body, layout)
+		}()
+	}
+	close(start)
+	for range bodies {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := append(append(append([]*trace.Span(nil), reqs[0]...), reqs[1]...), reqs[2]...)
+	checkAllSpans(t, db, all)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, payloads := storedChunks(t, dir)
+	if len(payloads) != 2 {
+		t.Fatalf("%d chunks written, want 2 (the lone request's, the group's)", len(payloads))
+	}
+	if !bytes.Equal(payloads[0], alone) {
+		t.Errorf("lone small request: payload (%d bytes) is not its body as sent (%d bytes)", len(payloads[0]), len(alone))
+	}
+	var want [][]byte
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		p, err := trace.EncodeChunk(nil, append(append([]*trace.Span(nil), decoded[order[0]]...), decoded[order[1]]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, p)
+	}
+	if !bytes.Equal(payloads[1], want[0]) && !bytes.Equal(payloads[1], want[1]) {
+		t.Errorf("grouped small requests: payload (%d bytes) is not the encoder's for their spans (%d bytes)", len(payloads[1]), len(want[0]))
+	}
+	db = openTestDB(t, dir, o)
+	defer db.Close()
+	checkAllSpans(t, db, all)
 }
 
 // clones returns deep enough copies of spans for a request (Append may

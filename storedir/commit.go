@@ -57,14 +57,17 @@ func (db *DB) Append(ctx context.Context, spans []*trace.Span) error {
 
 // AppendPayload is Append for spans that trace.DecodeChunkLayout decoded
 // from payload (a write request's CBOR body), unchanged since, with the
-// layout it returned (a nil layout: never stored as sent). When the payload may be stored as sent (the layout
-// is Storable; every span has a span id and is stored, none being already
-// stored identically or repeated later in the request; and the payload is
-// one chunk's worth: larger than a groupable request, at most
-// ChunkTargetSize) its bytes become the chunk, cut into zstd frames where
-// the encoder would cut them, instead of being encoded again from the
-// spans: the stored chunk decodes to the same spans either way. Otherwise
-// it does exactly what Append does.
+// layout it returned (a nil layout: never stored as sent). When the
+// payload may be stored as sent (the layout is Storable; every span has a
+// span id and is stored, none being already stored identically or
+// repeated later in the request; and the payload is at most
+// ChunkTargetSize) its bytes are not encoded again from the spans: a
+// payload larger than a groupable request becomes the request's chunk,
+// cut into zstd frames where the encoder would cut them; a smaller one is
+// the chunk when the committer writes the request alone, and is encoded
+// with the other small requests of its group into a shared chunk
+// otherwise, as Append's are. The stored chunk decodes to the same spans
+// either way. Otherwise it does exactly what Append does.
 func (db *DB) AppendPayload(ctx context.Context, spans []*trace.Span, payload []byte, layout *trace.PayloadLayout) error {
 	return db.appendSpans(ctx, spans, payload, layout)
 }
@@ -203,14 +206,20 @@ func (db *DB) prepare(spans []*trace.Span) (*commitReq, error) {
 
 // prepareAsSent is prepare for a request whose payload, as its client
 // sent it, holds exactly its spans (AppendPayload): it compresses the
-// payload as the request's one chunk, without encoding the spans again.
-// It returns a nil request when the payload is not to be stored as sent:
-// not Storable, small enough to be grouped with other requests, or more
-// than a chunk.
+// payload as the request's one chunk, without encoding the spans again. A
+// payload small enough to be grouped with other requests is not encoded
+// again either: the request is groupable with a copy of the payload as
+// what prepare would have encoded (the chunk if it is written alone; the
+// committer encodes a run of several from their spans, as always). It
+// returns a nil request when the payload is not to be stored as sent: not
+// Storable, or more than a chunk.
 func (db *DB) prepareAsSent(spans []*trace.Span, payload []byte, layout *trace.PayloadLayout) (*commitReq, error) {
-	if ok, _ := layout.Storable(); !ok || len(payload) <= db.groupableSize() ||
-		len(payload) > db.opt.ChunkTargetSize || len(payload) > chunk.MaxChunkSize {
+	if ok, _ := layout.Storable(); !ok || len(payload) > db.opt.ChunkTargetSize || len(payload) > chunk.MaxChunkSize {
 		return nil, nil
+	}
+	if len(payload) <= db.groupableSize() {
+		return &commitReq{spans: spans, payload: append([]byte(nil), payload...), size: len(payload), groupable: true,
+			done: make(chan error, 1)}, nil
 	}
 	var cutsBuf [64]int
 	cuts := cutsBuf[:0]

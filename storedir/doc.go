@@ -32,9 +32,12 @@
 // DB.AppendPayload is Append for spans decoded from a request body that is
 // itself a chunk payload (a CBOR write): when the body is what the encoder
 // would write in every way a reader relies on (trace.PayloadLayout's
-// Storable), every span of it is stored and it is one large request's
-// chunk, the body is compressed as the chunk, cut into frames where the
-// encoder would cut it, instead of encoding the spans again.
+// Storable) and every span of it is stored, the spans are not encoded
+// again: a body of one large request's chunk is compressed as the chunk,
+// cut into frames where the encoder would cut it; a small one is the
+// request's payload as the caller's encoding would be (the chunk if the
+// committer writes the request alone; a run of small requests is encoded
+// together as always).
 // Under sync=batch with no BatchMaxDelay, a group holding fewer requests
 // than were recently in flight at once waits for the missing ones, at
 // most about one recent fsync (groupwait.go): two closed-loop writers then
