@@ -34,10 +34,11 @@ type commitReq struct {
 	size      int
 	groupable bool
 	done      chan error
-	// pending are the slots of the request's spans, registered in
-	// db.pending by checkVersions; released by the indexer once the
-	// group's chunks are indexed (at once when nothing was written).
-	pending []versionKey
+	// pending are the slots of the request's spans (their hashes),
+	// registered in db.pending by checkVersions; released by the indexer
+	// once the group's chunks are indexed (at once when nothing was
+	// written).
+	pending []uint64
 }
 
 // Append stores spans durably (under the sync policy) and indexes them.

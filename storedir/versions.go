@@ -47,17 +47,25 @@ const pendingShards = 32
 // not the 28-byte key: every span of a request is looked up, added and
 // removed once each, and with the key itself those map operations (type
 // hash, key compare, scattered buckets) were 2.5% of the daemon's CPU
-// under batched ingest. Two slots that share a hash (about n²/2^65 for n
+// under batched ingest. checkVersions hashes each span's key once; the
+// request carries the hashes to the indexer, which releases them. Two slots that share a hash (about n²/2^65 for n
 // pending slots) count as one, which can only cost a needless wait for
 // the indexer in checkVersions or a needless superseded mark (searches then
 // check that store's hits against newer entries): never a lost span or a
 // wrong answer.
 type pendingSet struct {
 	seed   maphash.Seed
-	shards [pendingShards]struct {
-		mu sync.Mutex
-		m  map[uint64]int32
-	}
+	shards [pendingShards]pendingShard
+}
+
+// pendingShard is one independently locked part of a pendingSet, padded
+// to a cache line of its own: the request handlers (adding, looking up)
+// and the indexer (removing) lock shards from both cores, and shards
+// sharing a line made each lock a cache miss for the other core.
+type pendingShard struct {
+	mu sync.Mutex
+	m  map[uint64]int32
+	_  [64 - 16]byte
 }
 
 func newPendingSet() *pendingSet {
@@ -68,16 +76,16 @@ func newPendingSet() *pendingSet {
 	return p
 }
 
-// slot returns k's hash and the shard it is counted in.
-func (p *pendingSet) slot(k versionKey) (uint64, int) {
-	h := maphash.Comparable(p.seed, k)
-	return h, int(h % pendingShards)
-}
+// hash returns the 64-bit hash a slot is counted under.
+func (p *pendingSet) hash(k versionKey) uint64 { return maphash.Comparable(p.seed, k) }
 
-// add registers k and reports whether another request already had it.
-func (p *pendingSet) add(k versionKey) bool {
-	h, i := p.slot(k)
-	sh := &p.shards[i]
+// shard returns the shard slot hash h is counted in.
+func (p *pendingSet) shard(h uint64) *pendingShard { return &p.shards[h%pendingShards] }
+
+// add registers the slot of hash h and reports whether another request
+// already had it.
+func (p *pendingSet) add(h uint64) bool {
+	sh := p.shard(h)
 	sh.mu.Lock()
 	n := sh.m[h]
 	sh.m[h] = n + 1
@@ -85,11 +93,10 @@ func (p *pendingSet) add(k versionKey) bool {
 	return n > 0
 }
 
-// anyOf reports whether the slot of any of spans is registered.
-func (p *pendingSet) anyOf(spans []*trace.Span) bool {
-	for _, sp := range spans {
-		h, i := p.slot(keyOf(sp))
-		sh := &p.shards[i]
+// anyOf reports whether any of the slots of hashes hs is registered.
+func (p *pendingSet) anyOf(hs []uint64) bool {
+	for _, h := range hs {
+		sh := p.shard(h)
 		sh.mu.Lock()
 		n := sh.m[h]
 		sh.mu.Unlock()
@@ -100,10 +107,10 @@ func (p *pendingSet) anyOf(spans []*trace.Span) bool {
 	return false
 }
 
-func (p *pendingSet) remove(keys []versionKey) {
-	for _, k := range keys {
-		h, i := p.slot(k)
-		sh := &p.shards[i]
+// remove releases one registration of each slot of hashes hs.
+func (p *pendingSet) remove(hs []uint64) {
+	for _, h := range hs {
+		sh := p.shard(h)
 		sh.mu.Lock()
 		if n := sh.m[h]; n <= 1 {
 			delete(sh.m, h)
@@ -165,7 +172,7 @@ func (s *Store) loadSuperseded() {
 // versionCheck is the outcome of Append's look at what is already stored.
 type versionCheck struct {
 	keep []*trace.Span // spans to write (new, or a different version)
-	keys []versionKey  // their slots, registered in db.pending
+	keys []uint64      // their slots' hashes (pendingSet.hash), registered in db.pending
 }
 
 // checkVersions decides what of a request is new. A span whose slot
@@ -180,7 +187,15 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 	// not reached yet (a client's retry): wait for what was acknowledged,
 	// so that the retry finds it and adds nothing. A slot not pending is
 	// indexed already, or was never written, or is being written now.
-	if db.pending.anyOf(spans) {
+	// Each span's slot and its hash, once: the pending set, the
+	// in-request duplicates and the stored versions all look slots up.
+	keys := make([]versionKey, len(spans))
+	hashes := make([]uint64, len(spans))
+	for i, sp := range spans {
+		keys[i] = keyOf(sp)
+		hashes[i] = db.pending.hash(keys[i])
+	}
+	if db.pending.anyOf(hashes) {
 		if err := db.waitIndexed(ctx); err != nil {
 			return versionCheck{}, err
 		}
@@ -202,11 +217,11 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 	// comparing them with the stored version could otherwise drop the last
 	// copy as identical to it and leave an earlier, different copy current.
 	last := make(map[versionKey]int, len(spans))
-	for i, sp := range spans {
-		last[keyOf(sp)] = i
+	for i, k := range keys {
+		last[k] = i
 	}
-	for i, sp := range spans {
-		if last[keyOf(sp)] != i {
+	for i, k := range keys {
+		if last[k] != i {
 			drop[i] = true
 		}
 	}
@@ -251,7 +266,7 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 				continue
 			}
 			sp := spans[i]
-			f, ok := current[keyOf(sp)]
+			f, ok := current[keys[i]]
 			if !ok {
 				continue
 			}
@@ -280,21 +295,21 @@ func (db *DB) checkVersions(ctx context.Context, spans []*trace.Span) (versionCh
 			kept++
 		}
 	}
-	vc := versionCheck{keep: make([]*trace.Span, 0, kept), keys: make([]versionKey, 0, kept)}
+	vc := versionCheck{keep: make([]*trace.Span, 0, kept), keys: make([]uint64, 0, kept)}
 	for i, sp := range spans {
 		if drop[i] {
 			continue
 		}
 		vc.keep = append(vc.keep, sp)
-		vc.keys = append(vc.keys, keyOf(sp))
+		vc.keys = append(vc.keys, hashes[i])
 	}
 	// A slot another request is still writing: neither saw the other.
 	// Both land in the writable store (newest), which gets the mark.
 	marked := false
-	for _, k := range vc.keys {
-		if db.pending.add(k) && !marked && len(stores) > 0 {
+	for j, h := range vc.keys {
+		if db.pending.add(h) && !marked && len(stores) > 0 {
 			if err := stores[0].markSuperseded(); err != nil {
-				db.pending.remove(vc.keys)
+				db.pending.remove(vc.keys[:j+1]) // the slots registered so far
 				return versionCheck{}, err
 			}
 			marked = true
