@@ -204,7 +204,7 @@ func (p *postingLists[K]) get(k K) []uint32 {
 // instead of a map lookup.
 type blockPostings struct {
 	attrs postingKeys[KV]
-	words postingKeys[uint64]
+	words postingKeys[textKey]
 	// attrSeq and wordSeq hold every posting in the order added: the
 	// list's position in the high 32 bits, the offset in the low ones.
 	attrSeq, wordSeq []uint64
@@ -214,29 +214,85 @@ type blockPostings struct {
 	values    valueSet
 }
 
-// postingKeys are the keys of a block's lists, found through a map of
-// their positions; lists[i] is the list of keys[i] once finish has run.
-type postingKeys[K comparable] struct {
-	at    map[K]int32
+// postingKeys are the keys of a block's lists, found through an
+// open-addressing table of their positions (linear probing, at most half
+// full, kept from block to block); lists[i] is the list of keys[i] once
+// finish has run. A Go map was ~60% of add's time in the daemon's profile
+// (hashing, its control words and directory): a block's keys are small
+// integers, found here with a multiply and usually one probe.
+type postingKeys[K listKey] struct {
+	slots []keySlot[K] // len a power of two (or 0)
+	shift uint         // 64 - log2(len(slots))
 	keys  []K
 	lists [][]uint32
 }
 
-func (p *postingKeys[K]) index(k K) int32 {
-	if i, ok := p.at[k]; ok {
-		return i
-	}
-	i := int32(len(p.keys))
-	p.at[k] = i
-	p.keys = append(p.keys, k)
-	return i
+// listKey is a key of a block's lists: an attribute pair or a text id.
+type listKey interface {
+	comparable
+	slotHash() uint64 // spread over all 64 bits; the table uses the top ones
 }
 
-func (p *postingKeys[K]) reset() {
-	if p.at == nil {
-		p.at = make(map[K]int32)
+// keySlot is one place of postingKeys' table: a key and its position + 1
+// (0: empty).
+type keySlot[K listKey] struct {
+	k K
+	i int32
+}
+
+func (kv KV) slotHash() uint64 {
+	return (kv.Key*0x9e3779b97f4a7c15 ^ kv.Value) * 0xbf58476d1ce4e5b9
+}
+
+// textKey is a text id as a key of a block's lists.
+type textKey uint64
+
+func (t textKey) slotHash() uint64 { return uint64(t) * 0x9e3779b97f4a7c15 }
+
+func (p *postingKeys[K]) index(k K) int32 {
+	if 2*(len(p.keys)+1) > len(p.slots) {
+		p.grow()
 	}
-	clear(p.at)
+	mask := uint64(len(p.slots) - 1)
+	for j := k.slotHash() >> p.shift; ; j = (j + 1) & mask {
+		s := &p.slots[j]
+		if s.i == 0 {
+			i := int32(len(p.keys))
+			s.k, s.i = k, i+1
+			p.keys = append(p.keys, k)
+			return i
+		}
+		if s.k == k {
+			return s.i - 1
+		}
+	}
+}
+
+// grow doubles the table (at least 256 places) and places the keys again.
+func (p *postingKeys[K]) grow() {
+	n := max(256, 2*len(p.slots))
+	p.slots = make([]keySlot[K], n)
+	p.shift = uint(64 - mathbits.TrailingZeros(uint(n)))
+	mask := uint64(n - 1)
+	for i, k := range p.keys {
+		j := k.slotHash() >> p.shift
+		for p.slots[j].i != 0 {
+			j = (j + 1) & mask
+		}
+		p.slots[j] = keySlot[K]{k: k, i: int32(i) + 1}
+	}
+}
+
+// maxKeptSlots bounds the table a builder keeps for the next block (6
+// MiB of attribute pairs): a block of spans with unusually many distinct
+// attributes does not pin its table for as long as the writer lives.
+const maxKeptSlots = 1 << 18
+
+func (p *postingKeys[K]) reset() {
+	if len(p.slots) > maxKeptSlots {
+		p.slots, p.shift = nil, 0
+	}
+	clear(p.slots)
 	p.keys, p.lists = p.keys[:0], p.lists[:0]
 }
 
@@ -302,7 +358,7 @@ func (p *blockPostings) add(off uint32, r row) {
 		case j < len(prev.texts) && prev.texts[j] == t && prev.textLists[j] >= 0:
 			li = prev.textLists[j]
 		default:
-			li = p.words.index(t)
+			li = p.words.index(textKey(t))
 		}
 		if li >= 0 {
 			p.wordSeq = append(p.wordSeq, uint64(li)<<32|uint64(off))
@@ -359,7 +415,7 @@ func (p *blockPostings) all(yield func(postKey, []uint32) bool) {
 		}
 	}
 	for i, t := range p.words.keys {
-		if !yield(postKey{prefix: prefixText, a: t}, p.words.lists[i]) {
+		if !yield(postKey{prefix: prefixText, a: uint64(t)}, p.words.lists[i]) {
 			return
 		}
 	}
