@@ -648,7 +648,8 @@ func (b *Batch) Commit() error {
 				newTraces++
 			}
 		}
-		wb.Merge(key, appendTraceOperand(val[:0], byTrace[id]))
+		val = appendTraceOperand(val[:0], byTrace[id])
+		wb.Merge(key, val)
 	}
 
 	// Trace ids by sequence number, per group of 64.
@@ -665,7 +666,8 @@ func (b *Batch) Commit() error {
 				runs = append(runs, traceRun{id: r.ref.TraceID, n: 1})
 			}
 		}
-		wb.Merge(numKey(key[:0], prefixSeqs, group), appendSeqOperand(val[:0], uint32(seq&(1<<seqGroupShift-1)), runs))
+		key, val = numKey(key[:0], prefixSeqs, group), appendSeqOperand(val[:0], uint32(seq&(1<<seqGroupShift-1)), runs)
+		wb.Merge(key, val)
 		i = end
 	}
 
@@ -679,7 +681,8 @@ func (b *Batch) Commit() error {
 		seq := b.entries[i].seq
 		blk, firstOff := seq>>ix.blockShift, uint32(seq&mask)
 		end := min(len(b.entries), i+int(uint64(ix.blockSize)-uint64(firstOff)))
-		wb.Merge(numKey(key[:0], prefixColumn, blk), appendColumnOperand(val[:0], firstOff, b.cols[i:end]))
+		key, val = numKey(key[:0], prefixColumn, blk), appendColumnOperand(val[:0], firstOff, b.cols[i:end])
+		wb.Merge(key, val)
 		s := tail
 		if s.n == 0 {
 			s = blockSummary{minStart: math.MaxInt64, maxStart: math.MinInt64}
@@ -690,7 +693,8 @@ func (b *Batch) Commit() error {
 		}
 		s.n += uint32(end - i)
 		if s.n < ix.blockSize {
-			wb.Merge(numKey(key[:0], prefixRows, blk), appendRowsOperand(val[:0], firstOff, b.rows[i:end]))
+			key, val = numKey(key[:0], prefixRows, blk), appendRowsOperand(val[:0], firstOff, b.rows[i:end])
+			wb.Merge(key, val)
 			tail, openRows = s, b.rows[i:end]
 			i = end
 			continue
@@ -707,7 +711,8 @@ func (b *Batch) Commit() error {
 			for off, r := range ix.open.rows {
 				posts.add(uint32(off), r)
 			}
-			wb.Delete(numKey(key[:0], prefixRows, blk))
+			key = numKey(key[:0], prefixRows, blk)
+			wb.Delete(key)
 		}
 		for j, r := range b.rows[i:end] {
 			posts.add(firstOff+uint32(j), r)
@@ -718,13 +723,16 @@ func (b *Batch) Commit() error {
 		nlists := len(posts.attrs.keys) + len(posts.words.keys)
 		wb.Grow(nlists+len(posts.attrs.keys), 24*nlists+2*(len(posts.attrSeq)+len(posts.wordSeq)))
 		for k, offs := range posts.all {
-			wb.Set(postingKey(key[:0], k.prefix, k.a, k.b, blk), postings.Append(val[:0], offs))
+			key, val = postingKey(key[:0], k.prefix, k.a, k.b, blk), postings.Append(val[:0], offs)
+			wb.Set(key, val)
 			if k.prefix == prefixAttr && !ix.pairs.contains(KV{k.a, k.b}) {
 				newPairs = append(newPairs, KV{k.a, k.b})
-				wb.Set(valueKey(key[:0], k.b, k.a), nil)
+				key = valueKey(key[:0], k.b, k.a)
+				wb.Set(key, nil)
 			}
 		}
-		wb.Set(numKey(key[:0], prefixBlock, blk), appendSummary(val[:0], s))
+		key, val = numKey(key[:0], prefixBlock, blk), appendSummary(val[:0], s)
+		wb.Set(key, val)
 		// Appending beyond the readers' length never touches what they see.
 		newSealed = append(newSealed, s)
 		tail = blockSummary{}

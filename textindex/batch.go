@@ -186,7 +186,8 @@ func (b *Batch) Commit() error {
 			return fmt.Errorf("text index %s: commit: text id %d exceeds 2^%d", ix.dir, id, idBits)
 		}
 		key = stringKey(key[:0], s)
-		wb.Set(key, binary.AppendUvarint(val[:0], id))
+		val = binary.AppendUvarint(val[:0], id)
+		wb.Set(key, val)
 		key = idKey(key[:0], id)
 		wb.Set(key, []byte(s))
 	}
