@@ -420,20 +420,30 @@ func (db *DB) Dir() string { return db.dir }
 // call (it waits up to storesIndexWait for the indexer).
 func (db *DB) Stores() []Info {
 	db.waitIndexedBounded(storesIndexWait)
+	// The local, out-of-service and remote stores are read under one
+	// lock: a rebuild (out of service → local) and DropLocalCopy (local →
+	// remote) move a store from one set to another under it, so a listing
+	// taken across several acquisitions could miss the store or list it
+	// twice.
 	db.mu.RLock()
 	stores := append([]*Store(nil), db.stores...)
+	degraded := db.degradedLocked()
+	remote := make([]*Store, 0, len(db.remote.byID))
+	for _, s := range db.remote.byID {
+		remote = append(remote, s)
+	}
 	db.mu.RUnlock()
-	out := make([]Info, 0, len(stores))
+	out := make([]Info, 0, len(stores)+len(degraded))
 	for _, s := range stores {
 		out = append(out, s.info())
 	}
-	out = append(out, db.Degraded()...)
+	out = append(out, degraded...)
 	for i := range out {
 		if out[i].Location == "" {
 			out[i].Location = "local"
 		}
 	}
-	out = append(out, db.remoteInfos()...)
+	out = append(out, remoteInfos(remote)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }

@@ -76,6 +76,11 @@ func (b *background) stop() {
 func (db *DB) Degraded() []Info {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
+	return db.degradedLocked()
+}
+
+// degradedLocked is Degraded with db.mu held.
+func (db *DB) degradedLocked() []Info {
 	out := make([]Info, 0, len(db.out))
 	for _, o := range db.out {
 		out = append(out, Info{ID: o.name, State: o.state, Reason: o.reason})

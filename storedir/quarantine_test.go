@@ -2,6 +2,7 @@ package storedir
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,11 +140,39 @@ func TestStoreDamageQuarantined(t *testing.T) {
 			if !listed {
 				t.Fatalf("store %s not in Stores(): %+v", name, db.Stores())
 			}
+			// While the rebuild moves the store from the out-of-service set
+			// to the served one, every listing names it exactly once.
+			listings := make(chan error, 1)
+			stopListing := make(chan struct{})
+			go func() {
+				defer close(listings)
+				for {
+					select {
+					case <-stopListing:
+						return
+					default:
+					}
+					n := 0
+					for _, in := range db.Stores() {
+						if in.ID == name {
+							n++
+						}
+					}
+					if n != 1 {
+						listings <- fmt.Errorf("store %s listed %d times by Stores() during its rebuild", name, n)
+						return
+					}
+				}
+			}()
 			// Writes go on (to the open store, or a new one).
 			more := genWorkload(900, 50)
 			appendAll(t, db, more, 50)
 			if tc.rebuilt {
 				waitServed(t, db, name)
+			}
+			close(stopListing)
+			if err := <-listings; err != nil {
+				t.Fatal(err)
 			}
 			got := servedSpans(t, db)
 			for i, spans := range per {

@@ -1135,14 +1135,13 @@ func (db *DB) RemoteStats() RemoteStats {
 		CacheEvictions: rs.evictions.Load(), CacheBytes: bytes, CacheMaxBytes: rs.max}
 }
 
-// remoteInfos describes the remote stores (DB.Stores).
-func (db *DB) remoteInfos() []Info {
-	db.mu.RLock()
-	out := make([]Info, 0, len(db.remote.byID))
-	for _, s := range db.remote.byID {
+// remoteInfos describes the remote stores remote, taken from db.remote
+// under db.mu (DB.Stores).
+func remoteInfos(remote []*Store) []Info {
+	out := make([]Info, 0, len(remote))
+	for _, s := range remote {
 		out = append(out, s.remoteInfo())
 	}
-	db.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].ID != out[j].ID {
 			return out[i].ID < out[j].ID
