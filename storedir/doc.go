@@ -51,11 +51,14 @@
 // metadata to record (about 30% cheaper per fsync on ext4 than an append,
 // and ~20% cheaper than writing into fallocated, unwritten blocks) — hands
 // them to the indexer goroutine and acknowledges each request at once; it
-// does not wait for indexing, so the fsync of the next group overlaps
-// the indexing of this one. A request fails if any chunk holding its spans could not be written, or if the
-// group's fsync failed; a chunk shared with a failed request is still
-// written for the others (at-least-once: spans of a failed request may be
-// in the data file).
+// does not wait for indexing, so the fsync of the next group overlaps the
+// indexing of this one. The committer also puts the frame layout of each
+// chunk it wrote as several frames into the layout cache, so the first
+// read of it reads only the frames it decodes. A request fails if any
+// chunk holding its spans could not be written, or if the group's fsync
+// failed; a chunk shared with a failed request is still written for the
+// others (at-least-once: spans of a failed request may be in the data
+// file).
 //
 // The indexer (indexer.go) indexes the handed-off chunks in the order they
 // were written — all of a hand-off's chunks of one store in one batch per
@@ -181,7 +184,12 @@
 // A span is read through a view of its chunk (trace.ChunkView) kept in the
 // chunk cache (cache.go): a local chunk stored as zstd frames is read and
 // decompressed frame by frame (chunk.Frames: its string table's frame,
-// then the frame of each span read), into payload buffers from a pool.
+// then the frame of each span read), into payload buffers from a pool. A
+// chunk whose frame layout is known (the layout cache: kept by the
+// committer for what it wrote, and by the first read of any other chunk)
+// is read frame by frame from the file, each frame checked by its zstd
+// content checksum; otherwise the first read reads the whole chunk and
+// checks its CRC.
 // Every string of a span read from a view points into the view's string
 // table, so the buffers may be reused only when no span read from the
 // view is in use. A view counts its holders (cachedView): the cache while
