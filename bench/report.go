@@ -485,7 +485,8 @@ func (r *Report) rows() []Row {
 
 	// This machine's limits, measured in the same run.
 	add(Row{Metric: "limit: disk write + fsync", Value: r.WriteMBPerS, Unit: "MB/s"})
-	add(Row{Metric: "limit: fsyncs (1,200-byte chunk into preallocated zeros, as the committer)", Value: r.FsyncsPerS, Unit: "/s"})
+	add(Row{Metric: fmt.Sprintf("limit: fsyncs (%s-byte chunk into preallocated zeros, as the committer)", humanCount(ProbeChunkBytes)),
+		Value: r.FsyncsPerS, Unit: "/s"})
 	if r.AppendFsyncsPerS > 0 {
 		add(Row{Metric: "limit: fsyncs (4 KiB append growing the file)", Value: r.AppendFsyncsPerS, Unit: "/s"})
 	}

@@ -121,8 +121,9 @@ type Config struct {
 
 	// SkipProbes leaves out the disk probes; ProbeBytes is the size of the
 	// disk probe file (default 256 MiB), FsyncFor the length of each of
-	// the two fsync loops (default 2 s), LZ4For the length of each LZ4 pass (default 1 s)
-	// and LZ4SampleBytes the payload bytes it runs on (default 64 MiB).
+	// the two fsync loops (default 2 s), LZ4For the length of each LZ4
+	// pass (default 1 s) and LZ4SampleBytes the payload bytes it runs on
+	// (default 64 MiB).
 	SkipProbes     bool
 	ProbeBytes     int64
 	FsyncFor       time.Duration

@@ -48,11 +48,12 @@ const pendingShards = 32
 // removed once each, and with the key itself those map operations (type
 // hash, key compare, scattered buckets) were 2.5% of the daemon's CPU
 // under batched ingest. checkVersions hashes each span's key once; the
-// request carries the hashes to the indexer, which releases them. Two slots that share a hash (about n²/2^65 for n
-// pending slots) count as one, which can only cost a needless wait for
-// the indexer in checkVersions or a needless superseded mark (searches then
-// check that store's hits against newer entries): never a lost span or a
-// wrong answer.
+// request carries the hashes to the indexer, which releases them. Two
+// slots that share a hash (about n²/2^65 for n pending slots) count as
+// one, which can only cost a needless wait for the indexer in
+// checkVersions or a needless superseded mark (searches then check that
+// store's hits against newer entries): never a lost span or a wrong
+// answer.
 type pendingSet struct {
 	seed   maphash.Seed
 	shards [pendingShards]pendingShard
