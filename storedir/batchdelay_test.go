@@ -60,9 +60,16 @@ func TestBatchMaxDelayGroupsWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec.mu.Lock()
-	groups := rec.groups
-	rec.mu.Unlock()
+	// The committer tells the observer after answering the writers.
+	var groups [][2]int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		rec.mu.Lock()
+		groups = rec.groups
+		rec.mu.Unlock()
+		if len(groups) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(groups) != 1 || groups[0] != [2]int{2, 1} {
 		t.Fatalf("50ms delay: groups (requests, syncs) %v, want one group of 2 requests and 1 sync", groups)
 	}

@@ -151,7 +151,9 @@ const DefaultIndexCacheBytes = 256 << 20
 // workload).
 const DefaultChunkCacheViews = 256
 
-// Observer is told about each group commit (for metrics).
+// Observer is told about each group commit (for metrics), after the
+// group's requests are answered: a writer may see its acknowledgement
+// before the observer sees the group.
 type Observer interface {
 	Committed(requests, chunks, bytes int, syncs int, syncDur time.Duration)
 }

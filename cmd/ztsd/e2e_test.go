@@ -272,6 +272,11 @@ func TestSyncPolicies(t *testing.T) {
 			}
 			wg.Wait()
 			reqs := metric(t, d.Client, "ztsd_ingest_requests_total")
+			// The committer reports a group (its fsyncs) after answering
+			// its requests: wait until every request's group is counted.
+			for deadline := time.Now().Add(10 * time.Second); metric(t, d.Client, "ztsd_commit_requests_total") < reqs && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			fsyncs := metric(t, d.Client, "ztsd_fsyncs_total")
 			if running := metric(t, d.Client, "ztsd_index_compactions_running"); running < 0 {
 				t.Fatalf("ztsd_index_compactions_running %v", running)
