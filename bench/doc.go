@@ -20,9 +20,12 @@
 //   - Probes of this machine's limits, taken in the same run: sequential
 //     write with fsync, fsyncs per second (a chunk appended into the data
 //     file's preallocated zeros and fdatasynced, as the daemon's committer
-//     does, and the older "append growing the file" figure), sequential
-//     direct-I/O read, and single-core LZ4 and CBOR (the chunk payload
-//     codec) on the very chunk payloads the store wrote.
+//     does, and the older "append growing the file" figure), the HTTP
+//     commit ceiling (as many closed-loop net/http writers as the
+//     unbatched phase has, to an in-process server that only
+//     group-commits: the unbatched phase's limit), sequential direct-I/O
+//     read, and single-core LZ4 and CBOR (the chunk payload codec) on the
+//     very chunk payloads the store wrote.
 //   - Report: one table setting each goal of DESIGN.md's budget next to
 //     its result, the limit it is bounded by, the ratio and met / NOT MET
 //     / not measured, or the same as one JSON object.

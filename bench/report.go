@@ -185,6 +185,7 @@ type Report struct {
 	SpaceBudgetRatio float64 `json:"space_budget_ratio"`
 
 	DiskLimits
+	HTTPCommitLimit
 	CodecLimits
 	CBORLimits
 
@@ -385,10 +386,15 @@ func (r *Report) rows() []Row {
 		add(Row{Metric: "ingest " + p.Name + " request p99", Value: p.P99Ms, Unit: "ms", Limit: r.FsyncP50Ms, LimitOf: "one chunk append + fdatasync, as the committer (p50)"})
 	}
 	if p, ok := r.phase(PhaseUnbatched); ok {
+		limit, limitOf := r.FsyncsPerS*float64(p.Clients), "fsyncs/s × writers (one span per writer per group commit)"
+		p50Limit, p50LimitOf := r.FsyncP50Ms, "one chunk append + fdatasync, as the committer (p50)"
+		if r.HTTPCommitLimit.SpansPerS > 0 && r.HTTPCommitLimit.Writers == p.Clients {
+			limit, limitOf = r.HTTPCommitLimit.SpansPerS, "as many net/http writers to a server that only group-commits (fdatasync)"
+			p50Limit, p50LimitOf = r.HTTPCommitLimit.P50Ms, "the same probe's request p50"
+		}
 		add(Row{Metric: fmt.Sprintf("ingest %d unbatched writers (1 span/request) spans/s", p.Clients), Value: p.SpansPerS, Unit: "spans/s",
-			Limit: r.FsyncsPerS * float64(p.Clients), LimitOf: "fsyncs/s × writers (one span per writer per group commit)",
-			Budget: "≥ 10,000", Status: status(true, true, p.SpansPerS, BudgetUnbatchedSpansPerS)})
-		add(Row{Metric: "ingest unbatched request p50", Value: p.P50Ms, Unit: "ms", Limit: r.FsyncP50Ms, LimitOf: "one chunk append + fdatasync, as the committer (p50)"})
+			Limit: limit, LimitOf: limitOf, Budget: "≥ 10,000", Status: status(true, true, p.SpansPerS, BudgetUnbatchedSpansPerS)})
+		add(Row{Metric: "ingest unbatched request p50", Value: p.P50Ms, Unit: "ms", Limit: p50Limit, LimitOf: p50LimitOf})
 	} else {
 		add(Row{Metric: "ingest 2 unbatched writers (1 span/request) spans/s", Unit: "spans/s", Budget: "≥ 10,000", Status: StatusNotMeasured})
 	}
@@ -489,6 +495,10 @@ func (r *Report) rows() []Row {
 		Value: r.FsyncsPerS, Unit: "/s"})
 	if r.AppendFsyncsPerS > 0 {
 		add(Row{Metric: "limit: fsyncs (4 KiB append growing the file)", Value: r.AppendFsyncsPerS, Unit: "/s"})
+	}
+	if h := r.HTTPCommitLimit; h.SpansPerS > 0 {
+		add(Row{Metric: fmt.Sprintf("limit: %d net/http writers (%s-byte requests), server only group-commits", h.Writers, humanCount(ProbeHTTPCommitBodyBytes)), Value: h.SpansPerS, Unit: "requests/s"})
+		add(Row{Metric: "limit: the same, request p50", Value: h.P50Ms, Unit: "ms"})
 	}
 	add(Row{Metric: "limit: disk read (O_DIRECT)", Value: r.ReadDirectMBPerS, Unit: "MB/s"})
 	add(Row{Metric: "limit: LZ4 compress, 1 core", Value: r.CompressMBPerS, Unit: "MB/s"})

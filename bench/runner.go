@@ -121,9 +121,9 @@ type Config struct {
 
 	// SkipProbes leaves out the disk probes; ProbeBytes is the size of the
 	// disk probe file (default 256 MiB), FsyncFor the length of each of
-	// the two fsync loops (default 2 s), LZ4For the length of each LZ4
-	// pass (default 1 s) and LZ4SampleBytes the payload bytes it runs on
-	// (default 64 MiB).
+	// the two fsync loops and of the HTTP commit probe (default 2 s),
+	// LZ4For the length of each LZ4 pass (default 1 s) and LZ4SampleBytes
+	// the payload bytes it runs on (default 64 MiB).
 	SkipProbes     bool
 	ProbeBytes     int64
 	FsyncFor       time.Duration
@@ -396,6 +396,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if !lim.ReadDirect {
 			r.rep.Notes = append(r.rep.Notes, "O_DIRECT refused by the file system: the read probe evicted its file from the page cache instead")
 		}
+		r.logf("probing %d net/http writers to a server that only group-commits under %s (%v)", cfg.UnbatchedClients, dir, cfg.FsyncFor)
+		hl, err := ProbeHTTPCommit(ctx, dir, cfg.UnbatchedClients, cfg.FsyncFor)
+		if err != nil {
+			return nil, err
+		}
+		r.rep.HTTPCommitLimit = hl
 	}
 	r.rep.finish()
 	return r.rep, nil

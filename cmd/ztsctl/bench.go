@@ -43,9 +43,11 @@ with exceptions) through these phases:
               compression ratio
 
 In the same run it measures this machine's limits — sequential write with
-fsync, fsyncs per second, sequential read with O_DIRECT, single-core LZ4 on
-the chunk payloads the store wrote — and prints one table with each result
-next to its limit, the ratio and the DESIGN.md budget (--json: one object).
+fsync, fsyncs per second, what the unbatched writers reach against a server
+that does nothing but answer HTTP and group-commit, sequential read with
+O_DIRECT, single-core LZ4 on the chunk payloads the store wrote — and
+prints one table with each result next to its limit, the ratio and the
+DESIGN.md budget (--json: one object).
 
 With --ztsd (default: the ztsd next to this ztsctl, when --socket and --tcp
 are not given) bench starts the daemon on a new data directory with a
