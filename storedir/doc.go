@@ -11,7 +11,10 @@
 // flushed and reopened in place in the background (releaseMemTables,
 // kv.DB.Reopen), between the reads using them: the cache keeps room for
 // the store taking writes and each sealed index keeps one small memtable,
-// however many stores the DB seals before it restarts.
+// however many stores the DB seals before it restarts. Reopened, an index
+// compacts the tables its writes left in L0 into the base level in the
+// background (kv.OpenOptions.Settled), so a sealed store rests without L0
+// tables for its reads to check and merge.
 //
 // # Writes
 //

@@ -21,7 +21,7 @@ func TestSharedIndexCache(t *testing.T) {
 	}
 	db = openTestDB(t, dir, o)
 	defer db.Close()
-	if got, want := db.indexCache.MaxSize(), int64(24<<20+2*2*16<<20); got != want {
+	if got, want := db.indexCache.MaxSize(), int64(24<<20+2*2*32<<20); got != want {
 		t.Fatalf("index cache of %d bytes, want %d (index_cache_size + the writing store's memtables)", got, want)
 	}
 	stores := db.Stores()

@@ -30,11 +30,26 @@ func sealedMemTables(db *DB) map[string]uint64 {
 	return out
 }
 
+// sealedL0Tables returns, for each sealed store, the tables its two
+// indexes hold in L0.
+func sealedL0Tables(db *DB) map[string]int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	out := map[string]int64{}
+	for _, s := range db.stores {
+		if s.Sealed() {
+			out[s.name()] = s.meta.L0Tables() + s.text.L0Tables()
+		}
+	}
+	return out
+}
+
 // TestSealedStoresReleaseMemTables: a store sealed while the DB runs
 // keeps the memtables its indexes grew to while it took writes (Pebble
 // never shrinks them; they are reserved from the block cache all stores
 // share) unless releaseMemTables reopens its indexes; then each index
-// holds a fresh open's memtable. Gets and searches racing the reopens
+// holds a fresh open's memtable, and the tables the seal's flush left in
+// L0 are compacted into the base level. Gets and searches racing the reopens
 // answer exactly what brute force does, and rotations during writes
 // release the stores they seal by themselves.
 func TestSealedStoresReleaseMemTables(t *testing.T) {
@@ -49,6 +64,13 @@ func TestSealedStoresReleaseMemTables(t *testing.T) {
 	kept := sealedMemTables(db)
 	if len(kept) < 2 {
 		t.Fatalf("%d sealed stores, want several", len(kept))
+	}
+	l0 := int64(0)
+	for _, n := range sealedL0Tables(db) {
+		l0 += n
+	}
+	if l0 == 0 {
+		t.Fatalf("no sealed store has tables in L0 before the reopens; want the seals' flushes there")
 	}
 	for name, n := range kept {
 		t.Logf("store %s sealed: memtables reserve %d bytes", name, n)
@@ -155,7 +177,8 @@ func expectedOf(spans []*trace.Span, q Query) []*trace.Span {
 }
 
 // waitReleased waits until every sealed store's indexes reserve no more
-// than a fresh open's memtables (the release runs in the background).
+// than a fresh open's memtables and hold no table in L0 (the release and
+// the compaction after it run in the background).
 func waitReleased(t *testing.T, db *DB) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -166,11 +189,17 @@ func waitReleased(t *testing.T, db *DB) {
 				over[name] = n
 			}
 		}
-		if len(over) == 0 {
+		inL0 := map[string]int64{}
+		for name, n := range sealedL0Tables(db) {
+			if n > 0 {
+				inL0[name] = n
+			}
+		}
+		if len(over) == 0 && len(inL0) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sealed stores still reserve more than a fresh open's memtables: %v", over)
+			t.Fatalf("sealed stores still reserve more than a fresh open's memtables (%v) or hold tables in L0 (%v)", over, inL0)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -237,7 +237,9 @@ func (db *DB) DeleteSealed(id uint32) error {
 // the daemon restarts, and after a few rotations the cache would hold no
 // more blocks. Each index is flushed and reopened in place
 // (ReleaseMemTables), between the operations using it, which never see it
-// closed; it then holds a fresh open's one 256 KiB memtable. The store's
+// closed; it then holds a fresh open's one 256 KiB memtable, and Pebble
+// compacts the tables left in L0 into the base level in the background
+// (kv.OpenOptions.Settled). The store's
 // close stops it; DB.Close waits for it. An index that does not open
 // again is handled as a damaged one (taken out of service and rebuilt
 // from the data file); a failed flush leaves the index open as it was.

@@ -339,7 +339,8 @@ func (d *DB) MemTableBytes() uint64 {
 }
 
 // Reopen closes the database and opens it again with the same options,
-// in place: operations before it used the old database, operations after
+// Settled (its L0 tables compacted into the base level in the
+// background), in place: operations before it used the old database, operations after
 // it use the new one, and none sees it closed. It is how a database that
 // no longer takes many writes (a sealed store's index) gives back its
 // memtables: Pebble grows a database's memtable size up to MemTableSize
@@ -398,6 +399,9 @@ func (d *DB) Reopen(ctx context.Context, beforeFlush func()) (reopened bool, err
 		return false, fmt.Errorf("%s: reopen: flush: %w", d.name, err)
 	}
 	cerr := d.DB.Close()
+	// Reopened, the index takes few writes: what it left in L0 is
+	// compacted into the base level (OpenOptions.Settled).
+	d.opts.Settled = true
 	db, err := Open(d.dir, d.opts)
 	if err != nil {
 		d.closed = true

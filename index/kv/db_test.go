@@ -163,7 +163,7 @@ func TestReopenReleasesMemTables(t *testing.T) {
 	}
 	defer db.Close(nil)
 	val := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 64<<10) }
-	const keys = 512 // 32 MiB: memtables grow 256 KiB, 512 KiB, ... up to memTableBytes
+	const keys = 1024 // 64 MiB: memtables grow 256 KiB, 512 KiB, ... up to memTableBytes
 	for i := 0; i < keys; i++ {
 		if err := db.Set([]byte(fmt.Sprintf("k%04d", i)), val(i), pebble.NoSync); err != nil {
 			t.Fatal(err)
@@ -173,7 +173,7 @@ func TestReopenReleasesMemTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := db.MemTableBytes(); got < memTableBytes {
-		t.Fatalf("after 32 MiB of writes and a flush the memtables reserve %d bytes; want at least %d (full size, kept)", got, memTableBytes)
+		t.Fatalf("after 64 MiB of writes and a flush the memtables reserve %d bytes; want at least %d (full size, kept)", got, memTableBytes)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -352,4 +352,66 @@ func TestReopenRacesLifecycleMethods(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestReopenSettlesL0: the tables a writing index leaves in L0 (fewer than
+// the compaction threshold's) stay there until Reopen, which opens the
+// index Settled and compacts them into the base level in the background;
+// every key reads back the same after it, also a key written and flushed
+// between two reopens.
+func TestReopenSettlesL0(t *testing.T) {
+	db, err := openTestDB(t, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(nil)
+	const left = l0CompactionThreshold/2 - 1
+	for f := 0; f < left; f++ {
+		flushSpanningTable(t, db.DB, f)
+	}
+	time.Sleep(100 * time.Millisecond) // a compaction would be scheduled by now
+	if n := db.L0Tables(); n != left {
+		t.Fatalf("writing index: %d tables in L0 after %d flushes, want them all (below the threshold)", n, left)
+	}
+	waitL0 := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for db.L0Tables() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := db.L0Tables(); n != 0 {
+			t.Fatalf("%s: %d tables still in L0", what, n)
+		}
+	}
+	if ok, err := db.Reopen(context.Background(), nil); err != nil || !ok {
+		t.Fatalf("reopen: %t, %v", ok, err)
+	}
+	waitL0("after Reopen")
+	check := func(what string) {
+		t.Helper()
+		for f := 0; f < left+1; f++ {
+			for _, i := range []int{0, 99, 199} {
+				v, ok, err := db.Value([]byte{byte(i), byte(f)})
+				if f == left {
+					// The key written after the first reopen.
+					if i != 0 {
+						continue
+					}
+				}
+				if err != nil || !ok || len(v) != 100 {
+					t.Fatalf("%s: key {%d, %d}: %d bytes, found %t, %v", what, i, f, len(v), ok, err)
+				}
+			}
+		}
+	}
+	// A write after the reopen (a catch-up's) is flushed into L0, and the
+	// next Reopen compacts it away too.
+	if err := db.Set([]byte{0, left}, bytes.Repeat([]byte("v"), 100), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.Reopen(context.Background(), nil); err != nil || !ok {
+		t.Fatalf("second reopen: %t, %v", ok, err)
+	}
+	waitL0("after the second Reopen")
+	check("after two reopens")
 }

@@ -56,27 +56,32 @@ const DefaultCacheBytes = 32 << 20
 // 65k to 36k spans/s (make bench-large); with 16 MiB, 32-64 MiB per
 // rotation, all of the default cache after about eight.
 //
-// Memtables stay at 16 MiB although larger ones cost less CPU per span
-// written: an index's keys are spread over its whole key space (see
+// Memtables are 32 MiB: larger ones cost less CPU per span written, since
+// an index's keys are spread over its whole key space (see
 // l0CompactionThreshold), so each flushed table overlaps all of the base
-// level and each L0 → base compaction rewrites it. Storing 1.2M spans of
-// the bench workload took 28.5–29.7 µs of daemon CPU per span with 16 MiB
+// level and each L0 → base compaction rewrites it; twice the memtable is
+// half the flushes and half those compactions. Storing 1.2M spans of the
+// bench workload took 28.5–29.7 µs of daemon CPU per span with 16 MiB
 // memtables and 24.2–26.2 with 64 MiB (~530 against ~310 MB of index
 // tables written); 10M spans, with sealed stores' memtables released,
 // 28.6–30.3 against 24.1–25.0 (two builds each, alternated, the machine
-// shared). But the stores rest with more in L0 (snappy tables of 4 KiB
-// blocks over the whole key space, which every posting-list seek merges):
-// at 10M the two stores' metadata indexes kept 9 and 0 MB there with 16
-// MiB memtables, 34 and 57 MB with 64, and read at rest (5000 gets, 50
-// searches of each kind; 5 runs against 7, alternated) the means of the
-// search p50s were slower with 64: attribute 1.86 against 2.27 ms,
-// duration 2.51 against 2.89, errors 1.5 (one run of 4.2 left out)
-// against 2.5; search CPU 3.70 against 3.97 ms, get CPU 331 against 367
-// µs. The writing store's memtables would also reserve 256 MiB of cache
-// and memory instead of 64. Larger memtables need those L0 tables
-// compacted away at rest (at seal, or by Settle) to be a win.
+// shared). They stayed at 16 MiB until the stores stopped resting with
+// more in L0 (snappy tables of 4 KiB blocks over the whole key space,
+// which every posting-list seek merges): at 10M the two sealed stores'
+// metadata indexes kept 9 and 0 MB there with 16 MiB memtables, 34 and
+// 57 MB with 64, and read at rest, the means of the search p50s were
+// slower with 64 (attribute 1.86 against 2.27 ms, duration 2.51 against
+// 2.89), search CPU 3.70 against 3.97 ms, get CPU 331 against 367 µs. A
+// sealed store's reopen (DB.Reopen, OpenOptions.Settled) now compacts
+// whatever its indexes left in L0 into the base level, so a sealed store
+// rests without L0 tables whatever the memtable size. 32, not 64: the
+// writing store's memtables reserve 128 MiB of cache and memory (two per
+// index), not 256; storing 1.2M spans (one run each, the machine shared)
+// flushed 10 tables per index instead of 20 and wrote 234 instead of 398
+// MB of zstd tables into L6, for 18.2 against 20.7 µs of daemon CPU per
+// span.
 const (
-	memTableBytes = 16 << 20
+	memTableBytes = 32 << 20
 	maxMemTables  = 2
 )
 
@@ -518,6 +523,16 @@ type OpenOptions struct {
 	// only names it): a read-only start on a full disk indexes the stores
 	// whose indexes on disk lag their data files this way.
 	InMemory bool
+	// Settled opens a database that no longer takes many writes (a sealed
+	// store's index, reopened by DB.Reopen): any flushed tables left in
+	// L0 are compacted into the base level in the background (an L0
+	// compaction threshold of one table), so that the index rests without
+	// L0 tables, which every point lookup checks and every range read
+	// merges (up to three memtables' worth while it took writes, see
+	// l0CompactionThreshold). That compaction rewrites the base level
+	// once per seal, as each L0 → base compaction of the writing store
+	// does.
+	Settled bool
 	// BulkLoad opens a new database that one writer fills in one go and
 	// then compacts once (`ztsctl recover`'s rebuild): bulkMemTableBytes
 	// memtables and no automatic compactions, so each flushed table stays
@@ -589,6 +604,9 @@ func Open(dir string, o OpenOptions) (*pebble.DB, error) {
 	}
 	po := Options(cache, o.Merger, o.Logf)
 	po.ReadOnly = o.ReadOnly
+	if o.Settled {
+		po.L0CompactionThreshold = 1
+	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
