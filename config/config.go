@@ -74,7 +74,8 @@ type Config struct {
 	// arrived during the previous fsync share the next one, and the
 	// committer waits for more only while recently more writes were in
 	// flight at once than the group holds, at most about one recent fsync
-	// (never over 2 ms); a lone writer never waits.
+	// or twice the recent spread of the writers' arrivals (never over
+	// 2 ms); a lone writer never waits.
 	BatchMaxDelay Duration `toml:"batch_max_delay"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`

@@ -39,6 +39,9 @@ type commitReq struct {
 	// once the group's chunks are indexed (at once when nothing was
 	// written).
 	pending []uint64
+	// queued is when the request was handed to the committer (the
+	// adaptive wait learns from it how late a missing request came).
+	queued time.Time
 }
 
 // Append stores spans durably (under the sync policy) and indexes them.
@@ -122,6 +125,7 @@ func (db *DB) appendSpans(ctx context.Context, spans []*trace.Span, payload []by
 	}
 	db.groups.enter()
 	defer db.groups.leave()
+	req.queued = time.Now()
 	select {
 	case db.commits <- req:
 	case <-db.stop:
@@ -374,10 +378,11 @@ func (db *DB) gather(batch []*commitReq) []*commitReq {
 
 // waitForWriters is the adaptive group commit (groupwait.go): when
 // recently more requests were in flight at once than batch holds, it
-// waits about one recent fsync duration at most for the missing ones to
-// join the group; as many as were in flight, a full group or a stopping
-// DB end the wait early.
+// waits for the missing ones to join the group, at most about one recent
+// fsync or twice the recent spread of arrivals; as many as were in
+// flight, a full group or a stopping DB end the wait early.
 func (db *DB) waitForWriters(batch []*commitReq) []*commitReq {
+	db.groups.arrived(batch[0].queued)
 	n, wait := db.groups.want()
 	n = min(n, cap(db.commits))
 	if len(batch) >= n || wait <= 0 {
@@ -385,12 +390,14 @@ func (db *DB) waitForWriters(batch []*commitReq) []*commitReq {
 	}
 	db.groups.waits.Add(1)
 	had := len(batch)
+	start := time.Now()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for len(batch) < n {
 		select {
 		case r := <-db.commits:
 			batch = append(batch, r)
+			db.groups.joinedAfter(time.Since(start))
 			continue
 		case <-t.C:
 		case <-db.stop:
@@ -398,7 +405,7 @@ func (db *DB) waitForWriters(batch []*commitReq) []*commitReq {
 		break
 	}
 	if len(batch) == had {
-		db.groups.forget() // the writers are fewer than they were
+		db.groups.missed(start) // the writers are fewer than they were, or later
 	}
 	db.groups.joined.Add(int64(len(batch) - had))
 	return batch

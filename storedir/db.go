@@ -84,9 +84,9 @@ type Options struct {
 	// batch_max_delay). 0 sets no fixed delay: the requests that arrived
 	// during the previous fsync form the group, and the committer waits
 	// for more only when recently more requests were in flight at once
-	// than the group holds, at most about one recent fsync (2 ms at most;
-	// the adaptive group commit of groupwait.go). A lone writer never
-	// waits.
+	// than the group holds, at most about one recent fsync or twice the
+	// recent spread of the writers' arrivals (2 ms at most; the adaptive
+	// group commit of groupwait.go). A lone writer never waits.
 	BatchMaxDelay time.Duration
 	// Observer receives write-path measurements (metrics); may be nil.
 	Observer Observer

@@ -43,8 +43,9 @@
 // together as always).
 // Under sync=batch with no BatchMaxDelay, a group holding fewer requests
 // than were recently in flight at once waits for the missing ones, at
-// most about one recent fsync (groupwait.go): two closed-loop writers then
-// share each fsync instead of taking turns; a lone writer never waits.
+// most about one recent fsync or twice the recent spread of the writers'
+// arrivals (groupwait.go): two closed-loop writers then share each fsync
+// instead of taking turns; a lone writer never waits.
 // The committer writes the group's chunks, then makes them durable with
 // one fsync for the whole group (sync=batch), one per request
 // (sync=always) or none (sync=none) — an fdatasync: the data file is

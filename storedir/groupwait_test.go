@@ -3,6 +3,7 @@ package storedir
 import (
 	"context"
 	"io/fs"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -225,4 +226,133 @@ func TestIndexerGathersSmallJobs(t *testing.T) {
 	db = openTestDB(t, dir, o)
 	defer db.Close()
 	checkGets(t, db, spans, 1)
+}
+
+// TestGroupWaitSpread: the adaptive wait is one recent fsync, or twice the
+// recent spread of the arrivals that joined a wait when that is longer,
+// never more than maxGroupWait; a request that came after a wait nobody
+// joined widens the next one; the spread is forgotten over the groups
+// that follow.
+func TestGroupWaitSpread(t *testing.T) {
+	var g groupWaiter
+	g.peak.Store(2)
+	if _, w := g.want(); w != 0 {
+		t.Fatalf("wait %v before any fsync was measured, want none", w)
+	}
+	g.synced(100 * time.Microsecond)
+	if n, w := g.want(); n != 2 || w != 100*time.Microsecond {
+		t.Fatalf("want() = %d, %v; want 2 requests, one fsync (100µs)", n, w)
+	}
+	g.joinedAfter(300 * time.Microsecond)
+	_, w := g.want()
+	if lo, hi := 550*time.Microsecond, 600*time.Microsecond; w < lo || w > hi {
+		t.Fatalf("after a request joined 300µs into a wait: wait %v, want about twice that", w)
+	}
+	g.joinedAfter(5 * time.Millisecond)
+	if _, w := g.want(); w != maxGroupWait {
+		t.Fatalf("wait %v, want the cap %v", w, maxGroupWait)
+	}
+	for range 40 * spreadDecay {
+		g.want()
+	}
+	if _, w := g.want(); w != 100*time.Microsecond {
+		t.Fatalf("wait %v long after the last late arrival, want one fsync again", w)
+	}
+
+	// A wait nobody joined, then a request queued 400µs after it began:
+	// the next wait covers it. One queued later than maxGroupWait (a
+	// writer that went away and came back) teaches nothing.
+	start := time.Now()
+	g.missed(start)
+	g.arrived(start.Add(400 * time.Microsecond))
+	g.peak.Store(2)
+	if _, w := g.want(); w < 750*time.Microsecond {
+		t.Fatalf("after a request came 400µs into a wait nobody joined: wait %v, want about 800µs", w)
+	}
+	for range 40 * spreadDecay {
+		g.want()
+	}
+	g.missed(start)
+	g.arrived(start.Add(3 * maxGroupWait))
+	g.arrived(start.Add(400 * time.Microsecond)) // only the first request after a miss counts
+	if _, w := g.want(); w != 100*time.Microsecond {
+		t.Fatalf("wait %v after a request came long after the missed wait, want one fsync", w)
+	}
+}
+
+// sleepSyncFS is the real file system whose fsyncs only sleep delay: a
+// disk whose group commits take a steady, known time, whatever the disk
+// of the machine running the test (the durability of the test's files
+// does not matter).
+type sleepSyncFS struct {
+	chunk.OSFS
+	delay time.Duration
+}
+
+type sleepSyncFile struct {
+	chunk.OSFile
+	delay time.Duration
+}
+
+func (f sleepSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (chunk.OSFile, error) {
+	osf, err := f.OSFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return sleepSyncFile{osf, f.delay}, nil
+}
+
+func (f sleepSyncFile) Sync() error {
+	time.Sleep(f.delay)
+	return nil
+}
+
+// TestAdaptiveGroupCommitSpreadWriters: two closed-loop writers whose next
+// requests come up to 1.2 ms after their answers, several fsyncs apart
+// (their round trips differ, as HTTP clients' do): once the committer has
+// seen how far apart they come, it waits for the later one, and the two
+// share fsyncs (61-62 fsyncs for 120 requests in 5 runs; waiting one
+// fsync at most, as before, 69-79).
+func TestAdaptiveGroupCommitSpreadWriters(t *testing.T) {
+	c := &syncCounter{}
+	o := DefaultOptions()
+	o.Sync = SyncBatch
+	o.Observer = c
+	o.FS = sleepSyncFS{delay: 100 * time.Microsecond}
+	db, err := Open(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const perWriter = 60
+	all := genWorkload(25, 2*perWriter)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			ws := all[w*perWriter : (w+1)*perWriter]
+			for i := range ws {
+				if err := db.Append(context.Background(), ws[i:i+1]); err != nil {
+					errs <- err
+					return
+				}
+				time.Sleep(time.Duration(r.Int64N(int64(1200 * time.Microsecond))))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	requests, syncs := c.settled(t, 2*perWriter)
+	t.Logf("%d fsyncs for %d requests (spread %v, fsync %v)", syncs, requests, db.groups.spread, db.groups.sync)
+	if syncs > requests*9/16 {
+		t.Fatalf("%d fsyncs for %d requests of two writers (spread %v, fsync %v); want them to share",
+			syncs, requests, db.groups.spread, db.groups.sync)
+	}
+	checkGets(t, db, all, 1)
 }
