@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zlib"
@@ -146,12 +147,15 @@ func (c EncodedChunk) StoredRaw() bool {
 
 // Layout returns the layout of the chunk, as ReadFrames would learn it
 // from the chunk's bytes once written (Frames.Layout), for a payload
-// compressed as several zstd frames; nil for any other chunk. A writer
-// that keeps it for the chunk's offset lets the chunk's first read be a
-// File.ReadFramesKnown (its header and the frames it decodes) instead of
-// a read of the whole chunk.
+// compressed as several zstd frames whose first frame is a zstd frame;
+// nil for any other chunk. A writer that keeps it for the chunk's offset
+// lets the chunk's first read be a File.ReadFramesKnown (its header and
+// the frames it decodes) instead of a read of the whole chunk. A chunk
+// whose first frame is an LZ4 lead frame (what EncodeFrames writes when
+// it cuts a payload) has none: the lead frame lists the others, so
+// ReadFrames reads it so already.
 func (c EncodedChunk) Layout() *Layout {
-	if len(c.ends) < 2 || len(c.buf) < ChunkHeaderSize {
+	if len(c.ends) < 2 || len(c.buf) < ChunkHeaderSize || isLZ4Frame(c.buf[ChunkHeaderSize:]) {
 		return nil
 	}
 	l := &Layout{ends: c.ends}
@@ -177,11 +181,12 @@ func Encode(payload []byte, opt Options, dst []byte) (EncodedChunk, error) {
 }
 
 // EncodeFrames is Encode that, in a zstd file, compresses the payload as
-// independent zstd frames, one per piece between the payload offsets in
-// cuts (ascending; offsets outside (0, len(payload)) or not after the
-// previous one are left out), so that a reader of part of the payload
-// decompresses only the frames holding that part (Frames). Other codecs
-// ignore cuts.
+// independent frames, one per piece between the payload offsets in cuts
+// (ascending; offsets outside (0, len(payload)) or not after the previous
+// one are left out), so that a reader of part of the payload decompresses
+// only the frames holding that part (Frames): the first piece as an LZ4
+// lead frame listing the others (a zstd frame when LZ4 does not shrink
+// it), the others as zstd frames. Other codecs ignore cuts.
 func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedChunk, error) {
 	if err := opt.validate(); err != nil {
 		return EncodedChunk{}, err
@@ -227,11 +232,14 @@ func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedC
 	case Zstd:
 		if n >= zstdMinSize {
 			buf = grow(buf, ChunkHeaderSize+n/2)[:ChunkHeaderSize]
-			from := 0
+			from, lz4Lead := 0, false
 			for _, c := range cuts {
 				if c > from && c < n {
 					if from == 0 {
-						buf = zstdLeadFrame(payload[:c], n, buf)
+						buf, lz4Lead = appendLZ4LeadFrame(payload[:c], laterFrames(cuts, c, n), buf)
+						if !lz4Lead {
+							buf = zstdLeadFrame(payload[:c], n, buf)
+						}
 					} else {
 						buf = zstdPieceFrame(payload[from:c], n, buf)
 					}
@@ -244,6 +252,9 @@ func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedC
 			} else {
 				buf = zstdPieceFrame(payload[from:], n, buf)
 				ends = append(ends, uint64(n)<<32|uint64(len(buf)-ChunkHeaderSize))
+			}
+			if lz4Lead {
+				finishLZ4LeadFrame(buf[ChunkHeaderSize:], ends)
 			}
 			if len(buf)-ChunkHeaderSize < n {
 				compressed = true
@@ -271,6 +282,19 @@ func EncodeFrames(payload []byte, cuts []int, opt Options, dst []byte) (EncodedC
 	return EncodedChunk{buf: buf, opt: opt, ends: ends}, nil
 }
 
+// laterFrames is the number of frames after the first of a payload of n
+// bytes cut at cuts (as EncodeFrames cuts) whose first cut is at first.
+func laterFrames(cuts []int, first, n int) int {
+	later, from := 1, first
+	for _, c := range cuts {
+		if c > from && c < n {
+			later++
+			from = c
+		}
+	}
+	return later
+}
+
 // zstdFrame appends p, a frame of a chunk of n payload bytes, compressed
 // as one zstd frame (with its content size and checksum) to buf.
 func zstdFrame(p []byte, n int, buf []byte) []byte {
@@ -285,7 +309,9 @@ func zstdFrame(p []byte, n int, buf []byte) []byte {
 }
 
 // zstdLeadFrame is zstdFrame for the first frame of a chunk cut into
-// several: the frame every read of the chunk decodes (Frames decodes it
+// several when LZ4 does not shrink it (else it is an LZ4 lead frame,
+// appendLZ4LeadFrame; every chunk cut into frames before LZ4 lead frames
+// began so): the frame every read of the chunk decodes (Frames decodes it
 // up front; a trace payload keeps its string table and span index there,
 // trace.ChunkEncoder.FrameCuts), so its literals are stored as they are
 // (zstd.WithNoEntropyCompression, as zstdFastEncoder encodes small
@@ -430,10 +456,12 @@ func inflate(src, out []byte) error {
 
 // unzstd decodes src, which must be one or more zstd frames, each
 // declaring its content size and a content checksum, whose sizes add up to
-// len(out), into out. The frames are walked first (zstdFrames), so
-// trailing bytes, a skippable frame, a dictionary or a wrong size are
-// rejected before any decoding; each frame is then decoded into its part
-// of out's storage, writing at most that part, and its checksum verified.
+// len(out), into out; the first may be an LZ4 lead frame. The frames are
+// walked first (zstdFrames), so trailing bytes, a skippable frame (other
+// than a first LZ4 lead frame whose table lists the frames found), a
+// dictionary or a wrong size are rejected before any decoding; each frame
+// is then decoded into its part of out's storage, writing at most that
+// part, and its checksum verified.
 func unzstd(src, out []byte) error {
 	frames, err := zstdFrames(src, len(out))
 	if err != nil {
@@ -457,38 +485,32 @@ type zstdFrameLoc struct {
 // zstdFrames walks the zstd frames of the stored bytes src of a chunk
 // whose payload is lsize bytes: one or more frames, each with a content
 // size (not 0) and a content checksum and no dictionary, back to back up to
-// the end of src, their content sizes adding up to lsize.
+// the end of src, their content sizes adding up to lsize. The first may
+// be an LZ4 lead frame (lz4frame.go), checked whole (its CRC-32), whose
+// table must list exactly the frames found after it.
 func zstdFrames(src []byte, lsize int) ([]zstdFrameLoc, error) {
 	var frames []zstdFrameLoc
+	var lead *lz4Frame
 	at := 0
 	for pos := 0; pos < len(src) || len(frames) == 0; {
-		var h zstd.Header
-		if err := h.Decode(src[pos:]); err != nil {
-			if pos > 0 {
-				return nil, fmt.Errorf("%d bytes after the end of the zstd frame ending at stored byte %d are not a zstd frame header: %w", len(src)-pos, pos, err)
+		if pos == 0 && isLZ4Frame(src) {
+			lf, err := parseLZ4Frame(src, lsize)
+			if err != nil {
+				return nil, fmt.Errorf("frame 0 at stored byte 0: %w", err)
 			}
-			return nil, fmt.Errorf("zstd frame header: %w", err)
+			lead = &lf
+			frames = append(frames, zstdFrameLoc{storedEnd: lf.size, end: lf.content})
+			pos, at = lf.size, lf.content
+			continue
 		}
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("zstd frame %d at stored byte %d: %s", len(frames), pos, fmt.Sprintf(format, args...))
-		}
-		switch {
-		case h.Skippable:
-			return nil, bad("skippable frame instead of a data frame")
-		case h.DictionaryID != 0:
-			return nil, bad("names dictionary %d", h.DictionaryID)
-		case !h.HasFCS:
-			return nil, bad("frame without a content size")
-		case h.FrameContentSize == 0:
-			return nil, bad("frame with no content")
-		case h.FrameContentSize > uint64(lsize-at):
-			return nil, bad("content size %d, past the payload's %d bytes (header lsize) by %d", h.FrameContentSize, lsize, h.FrameContentSize-uint64(lsize-at))
-		case !h.HasCheckSum:
-			return nil, bad("frame without a content checksum")
-		}
-		end, err := zstdFrameEnd(src, pos+h.HeaderSize)
+		h, end, err := zstdFrameAt(src, pos, lsize-at)
 		if err != nil {
-			return nil, bad("%v", err)
+			if pos > 0 && h == nil {
+				return nil, fmt.Errorf("%d bytes after the end of the zstd frame ending at stored byte %d are not a zstd frame header: %w", len(src)-pos, pos, err)
+			} else if h == nil {
+				return nil, fmt.Errorf("zstd frame header: %w", err)
+			}
+			return nil, fmt.Errorf("zstd frame %d at stored byte %d: %w", len(frames), pos, err)
 		}
 		f := zstdFrameLoc{storedAt: pos, storedEnd: end, at: at, end: at + int(h.FrameContentSize)}
 		frames = append(frames, f)
@@ -497,12 +519,25 @@ func zstdFrames(src []byte, lsize int) ([]zstdFrameLoc, error) {
 	if at != lsize {
 		return nil, fmt.Errorf("zstd frames hold %d bytes, header says %d (content size)", at, lsize)
 	}
+	if lead != nil {
+		// The lead frame's table must say what the walk found.
+		listed, err := framesOfLZ4Lead(*lead, len(src), lsize)
+		if err == nil && !slices.Equal(listed, frames) {
+			err = fmt.Errorf("LZ4 lead frame: its table lists %d later frames, other than the %d found", len(listed)-1, len(frames)-1)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	return frames, nil
 }
 
 // decode decodes frame k (f) of src into out[f.at:f.end], writing nothing
 // outside it, and verifies its checksum.
 func (f zstdFrameLoc) decode(src, out []byte, k int) error {
+	if isLZ4Frame(src[f.storedAt:f.storedEnd]) {
+		return f.lz4Error(decodeLZ4Frame(src[f.storedAt:f.storedEnd], out[f.at:f.end:f.end]), k)
+	}
 	part := out[f.at:f.at:f.end]
 	got, err := zstdDecoder().DecodeAll(src[f.storedAt:f.storedEnd], part)
 	if err != nil {
@@ -519,9 +554,23 @@ func (f zstdFrameLoc) decode(src, out []byte, k int) error {
 
 // decodeInto decodes frame k (f), whose stored bytes are src, into dst
 // (len(dst) = the frame's content size), writing nothing past cap(dst),
-// and verifies its checksum. With at least zstdSlack bytes of capacity
-// past len(dst) the decoder may use them as scratch.
+// and verifies its checksum: an LZ4 lead frame when k is 0 and src is one,
+// else a zstd frame that must be all of src and declare len(dst) bytes
+// (it is checked as zstdFrames checks it: its bounds may come from a
+// table or Layout). With at least zstdSlack bytes of capacity past
+// len(dst) the zstd decoder may use them as scratch.
 func (f zstdFrameLoc) decodeInto(src, dst []byte, k int) error {
+	if isLZ4Frame(src) && k == 0 {
+		return f.lz4Error(decodeLZ4Frame(src, dst), k)
+	}
+	// The frame's bounds may come from an LZ4 lead frame's table or a
+	// Layout, not from a walk of these bytes: check it as the walk would.
+	if h, end, err := zstdFrameAt(src, 0, len(dst)); err != nil || end != len(src) || h.FrameContentSize != uint64(len(dst)) {
+		if err == nil {
+			err = fmt.Errorf("a frame of %d bytes and %d payload bytes where %d and %d are expected", end, h.FrameContentSize, len(src), len(dst))
+		}
+		return fmt.Errorf("zstd frame %d at stored byte %d (payload bytes %d to %d): %w", k, f.storedAt, f.at, f.end, err)
+	}
 	got, err := zstdDecoder().DecodeAll(src, dst[:0])
 	if err != nil {
 		return fmt.Errorf("zstd: frame %d at stored byte %d (payload bytes %d to %d): %w", k, f.storedAt, f.at, f.end, err)
@@ -533,6 +582,47 @@ func (f zstdFrameLoc) decodeInto(src, dst []byte, k int) error {
 		copy(dst, got) // not reached with the cap limit; kept so dst always holds the frame
 	}
 	return nil
+}
+
+// lz4Error names frame k (f), an LZ4 lead frame, in err (nil: nil).
+func (f zstdFrameLoc) lz4Error(err error, k int) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("frame %d at stored byte %d (payload bytes %d to %d): %w", k, f.storedAt, f.at, f.end, err)
+}
+
+// zstdFrameAt checks the zstd frame that starts at src[pos:] against the
+// rules of a chunk's frames: not a skippable frame, no dictionary, a
+// content size of at least 1 and at most maxContent, a content checksum,
+// and blocks that end inside src; it returns the frame's header and where
+// the frame ends. h is nil when src[pos:] is no zstd frame header at all.
+func zstdFrameAt(src []byte, pos, maxContent int) (h *zstd.Header, end int, err error) {
+	h = new(zstd.Header)
+	if err := h.Decode(src[pos:]); err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case h.Skippable && h.SkippableID == lz4SkippableID:
+		return h, 0, errors.New("LZ4 lead frame after the first frame")
+	case h.Skippable:
+		return h, 0, errors.New("skippable frame instead of a data frame")
+	case h.DictionaryID != 0:
+		return h, 0, fmt.Errorf("names dictionary %d", h.DictionaryID)
+	case !h.HasFCS:
+		return h, 0, errors.New("frame without a content size")
+	case h.FrameContentSize == 0:
+		return h, 0, errors.New("frame with no content")
+	case h.FrameContentSize > uint64(maxContent):
+		return h, 0, fmt.Errorf("content size %d, past the payload's end by %d", h.FrameContentSize, h.FrameContentSize-uint64(maxContent))
+	case !h.HasCheckSum:
+		return h, 0, errors.New("frame without a content checksum")
+	}
+	end, err = zstdFrameEnd(src, pos+h.HeaderSize)
+	if err != nil {
+		return h, 0, err
+	}
+	return h, end, nil
 }
 
 // zstdFrameEnd returns the offset just past the frame (with its 4-byte

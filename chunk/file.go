@@ -130,6 +130,9 @@ type File struct {
 	zeroTail atomic.Int64
 
 	bufs sync.Pool // *[]byte scratch for Append and ReadChunk
+	// leadHint is how many stored bytes ReadFrames reads with a chunk's
+	// header: about the LZ4 lead frames it last met (readFramesAt).
+	leadHint atomic.Int64
 }
 
 // Create creates a new data file (it must not exist), writes its header and

@@ -6,10 +6,13 @@ import (
 	"io"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
-// Frames is a chunk that was read and checked (header, bounds, CRC-32 of
-// its stored bytes, and for zstd the layout of its frames) but whose
+// Frames is a chunk that was read and checked (header, bounds, and the
+// CRC-32 of its stored bytes and the layout of its frames; of a chunk
+// whose first frame is an LZ4 lead frame only that frame, with the table
+// of the others it holds) but whose
 // payload is decompressed on demand, frame by frame: a reader of one span
 // decompresses the frames holding the payload's string table and that
 // span, not the whole chunk (EncodeFrames writes such chunks). A chunk of
@@ -25,9 +28,12 @@ import (
 //
 // A Frames keeps no stored bytes: Fill reads those of the frames it
 // decodes from the file again (a chunk is never rewritten once appended).
-// They were checked against the chunk's CRC-32 when ReadFrames read them,
-// and each frame's content checksum (XXH64) is checked as it is decoded,
-// so bytes that changed since are a Decompress corruption of the frame.
+// They were checked against the chunk's CRC-32 when ReadFrames read them
+// whole, and each frame's checksum (a zstd frame's XXH64, an LZ4 lead
+// frame's CRC-32) is checked as it is decoded, so bytes that changed since
+// (or, after ReadFramesKnown or of a chunk with an LZ4 lead frame, were
+// never checked by the chunk's CRC-32) are a Decompress corruption of the
+// frame.
 //
 // The payload buffers come from a pool. A Frames nobody uses any more may
 // give them back with Release, after which no buffer it returned may be
@@ -50,16 +56,19 @@ type Frames struct {
 }
 
 // ReadFrames reads the chunk at off as ReadChunk does, but decompresses
-// only its first zstd frame; Fill decompresses the others when they are
-// needed. A chunk that fails validation yields a *CorruptionError (a
-// damaged frame Fill decodes later too); an offset that cannot hold a
-// chunk header yields an error wrapping ErrOutOfRange.
+// only its first frame; Fill decompresses the others when they are
+// needed. Of a zstd chunk whose first frame is an LZ4 lead frame it reads
+// only the header and that frame, which lists the others (see
+// readFramesAt), and does not check the chunk's CRC-32. A chunk that
+// fails validation yields a *CorruptionError (a damaged frame Fill
+// decodes later too); an offset that cannot hold a chunk header yields an
+// error wrapping ErrOutOfRange.
 func (f *File) ReadFrames(off int64) (*Frames, int64, error) {
 	if f.closed.Load() {
 		return nil, 0, ErrClosed
 	}
 	bp := f.scratch()
-	fr, next, err := readFramesAt(f.osf, f.size.Load(), f.opt, off, bp)
+	fr, next, err := readFramesAt(f.osf, f.size.Load(), f.opt, off, bp, &f.leadHint)
 	f.bufs.Put(bp)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", f.path, err)
@@ -96,8 +105,9 @@ func (l *Layout) frames() []zstdFrameLoc {
 }
 
 // Layout returns the chunk's layout for ReadFramesKnown, or nil for a
-// chunk decoded whole (one frame, another codec, stored raw) or read by
-// ReadFramesKnown (whose caller has it).
+// chunk decoded whole (one frame, another codec, stored raw), read by
+// ReadFramesKnown (whose caller has it), or whose first frame is an LZ4
+// lead frame (ReadFrames reads it as ReadFramesKnown would).
 func (c *Frames) Layout() *Layout { return c.layout }
 
 // ReadFramesKnown is ReadFrames for a chunk read before, whose layout l
@@ -180,7 +190,7 @@ func (f *File) rereadFunc(off int64) func(b []byte, at int64) error {
 // ReadFramesAt is File.ReadFrames over a data file of the given size read
 // through r.
 func ReadFramesAt(r io.ReaderAt, size int64, opt Options, off int64) (*Frames, int64, error) {
-	fr, next, err := readFramesAt(r, size, opt, off, nil)
+	fr, next, err := readFramesAt(r, size, opt, off, nil, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -195,9 +205,35 @@ func ReadFramesAt(r io.ReaderAt, size int64, opt Options, off int64) (*Frames, i
 
 // readFramesAt is ReadFramesAt without the reread function; the stored
 // bytes of a compressed chunk are read into scratch's storage (nil: a new
-// buffer).
-func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]byte) (*Frames, int64, error) {
-	h, stored, next, err := readStoredAt(r, size, opt, off, scratch)
+// buffer). A zstd chunk whose first frame is an LZ4 lead frame is read as
+// its header, that frame (which lists the others) and nothing else: one
+// read of the chunk header and the first hint bytes (nil: leadReadBytes),
+// a second one only when the lead frame is longer; hint is then set from
+// the frame's size. Another chunk is read whole with its CRC-32 checked.
+func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]byte, hint *atomic.Int64) (*Frames, int64, error) {
+	var h chunkHeader
+	var stored []byte
+	var next int64
+	var err error
+	if opt.Compression == Zstd {
+		prefix := int64(leadReadBytes)
+		if hint != nil && hint.Load() > 0 {
+			prefix = hint.Load()
+		}
+		var pre []byte
+		if scratch == nil {
+			scratch = new([]byte)
+		}
+		if h, pre, next, err = readChunkPrefixAt(r, size, opt, off, prefix, scratch); err != nil {
+			return nil, 0, err
+		}
+		if !h.verbatim(opt) && isLZ4Frame(pre) {
+			return readLZ4LeadAt(r, h, pre, off, next, scratch, hint)
+		}
+		stored, err = readStoredRest(r, h, pre, opt, off, scratch)
+	} else {
+		h, stored, next, err = readStoredAt(r, size, opt, off, scratch)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -233,6 +269,118 @@ func readFramesAt(r io.ReaderAt, size int64, opt Options, off int64, scratch *[]
 		l.ends[k] = uint64(z.end)<<32 | uint64(z.storedEnd)
 	}
 	fr.layout = l
+	return fr, next, nil
+}
+
+// leadReadBytes is how many stored bytes of a zstd chunk a first read
+// of it reads with its header when no earlier read of the file hinted
+// otherwise (File.leadHint): about an LZ4 lead frame of a 500-span chunk
+// of method-call records (~14.5 KB), whose table tells where the rest
+// lies. leadReadMin bounds a hint from below.
+const (
+	leadReadBytes = 16 << 10
+	leadReadMin   = 4 << 10
+	leadReadMax   = 256 << 10
+)
+
+// readChunkPrefixAt reads the header of the chunk at off and the first
+// prefix bytes of its stored bytes (all of them when fewer) in one read
+// into scratch, and checks the header and bounds as readStoredAt does;
+// pre is scratch's storage past the header.
+func readChunkPrefixAt(r io.ReaderAt, size int64, opt Options, off int64, prefix int64, scratch *[]byte) (h chunkHeader, pre []byte, next int64, err error) {
+	if off < HeaderSize || off >= size {
+		return chunkHeader{}, nil, 0, fmt.Errorf("%w: chunk offset %d, data spans [%d, %d)", ErrOutOfRange, off, HeaderSize, size)
+	}
+	if size-off < ChunkHeaderSize {
+		return chunkHeader{}, nil, 0, &CorruptionError{Offset: off, Reason: Truncated,
+			Err: fmt.Errorf("file ends %d bytes into the chunk header", size-off)}
+	}
+	n := min(ChunkHeaderSize+prefix, size-off)
+	*scratch = grow(*scratch, int(n))
+	b := *scratch
+	if err := readFull(r, b, off); err != nil {
+		return chunkHeader{}, nil, 0, readError(off, err)
+	}
+	h = parseChunkHeader(b)
+	if reason, err := h.check(opt); reason != 0 {
+		return chunkHeader{}, nil, 0, &CorruptionError{Offset: off, Reason: reason, Err: err}
+	}
+	next = off + ChunkHeaderSize + int64(h.stored)
+	if next > size {
+		return chunkHeader{}, nil, 0, &CorruptionError{Offset: off, Reason: Truncated,
+			Err: fmt.Errorf("chunk of %d stored bytes ends at %d, past the end of the data at %d", h.stored, next, size)}
+	}
+	return h, b[ChunkHeaderSize:min(n, ChunkHeaderSize+int64(h.stored))], next, nil
+}
+
+// readStoredRest completes a read readChunkPrefixAt began: the stored
+// bytes of the chunk whose header h and first stored bytes pre (in
+// scratch's storage, after the header) were read, checked against the
+// chunk's CRC-32 as readStoredAt checks them. The stored bytes of a
+// verbatim chunk are a new buffer (they are its payload), else scratch's.
+func readStoredRest(r io.ReaderAt, h chunkHeader, pre []byte, opt Options, off int64, scratch *[]byte) ([]byte, error) {
+	var stored []byte
+	if h.verbatim(opt) {
+		stored = make([]byte, h.stored)
+		copy(stored, pre)
+	} else {
+		*scratch = grow(*scratch, ChunkHeaderSize+int(h.stored))
+		stored = (*scratch)[ChunkHeaderSize:]
+	}
+	if len(pre) < len(stored) {
+		if err := readFull(r, stored[len(pre):], off+ChunkHeaderSize+int64(len(pre))); err != nil {
+			return nil, readError(off, err)
+		}
+	}
+	if reason, err := verifyStored(h, stored, opt); reason != 0 {
+		return nil, &CorruptionError{Offset: off, Reason: reason, Err: err}
+	}
+	return stored, nil
+}
+
+// readLZ4LeadAt completes a read readChunkPrefixAt began of a chunk whose
+// stored bytes start with an LZ4 lead frame (pre, in scratch's storage
+// after the header): it reads the rest of that frame if pre does not hold
+// it, checks it (its CRC-32, and a table that adds up to the chunk's
+// header), decodes it, and returns the chunk's Frames with the frames the
+// table lists, none of them read. The chunk's CRC-32 over all its stored
+// bytes is not checked: each frame is checked by its own checksum when it
+// is decoded, as after ReadFramesKnown. hint, when set, rises to the
+// lead frame's size and a quarter, and falls to it when the frame is
+// under half the hint.
+func readLZ4LeadAt(r io.ReaderAt, h chunkHeader, pre []byte, off, next int64, scratch *[]byte, hint *atomic.Int64) (*Frames, int64, error) {
+	corrupt := func(err error) (*Frames, int64, error) {
+		return nil, 0, &CorruptionError{Offset: off, Reason: Decompress, Err: fmt.Errorf("frame 0 at stored byte 0: %w", err)}
+	}
+	lead := pre
+	if len(pre) >= 8 {
+		size := lz4FrameSize(pre)
+		if hint != nil {
+			if want := min(max(size+size/4, leadReadMin), leadReadMax); want > hint.Load() || want < hint.Load()/2 {
+				hint.Store(want)
+			}
+		}
+		if size > int64(len(pre)) && size <= int64(h.stored) {
+			*scratch = grow(*scratch, ChunkHeaderSize+int(size))
+			lead = (*scratch)[ChunkHeaderSize : ChunkHeaderSize+size]
+			if err := readFull(r, lead[len(pre):], off+ChunkHeaderSize+int64(len(pre))); err != nil {
+				return nil, 0, readError(off, err)
+			}
+		}
+	}
+	lf, err := parseLZ4Frame(lead, int(h.lsize))
+	if err != nil {
+		return corrupt(err)
+	}
+	frames, err := framesOfLZ4Lead(lf, int(h.stored), int(h.lsize))
+	if err != nil {
+		return corrupt(err)
+	}
+	fr := &Frames{off: off, size: int(h.lsize), frames: frames, bufs: make([][]byte, len(frames))}
+	if _, err := fr.frame(0, lead); err != nil {
+		fr.Release()
+		return nil, 0, err
+	}
 	return fr, next, nil
 }
 

@@ -38,6 +38,33 @@ func framedImage(t testing.TB, payload []byte, cuts []int) (data []byte, frameAt
 	return data, frameAt
 }
 
+// encodeZstdLead encodes payload cut at cuts (each inside it, ascending)
+// as EncodeFrames did before LZ4 lead frames: every frame a zstd frame
+// (the first as zstdLeadFrame writes it), with the frame ends Layout
+// needs; a zstd file with checksums.
+func encodeZstdLead(t testing.TB, payload []byte, cuts []int) EncodedChunk {
+	t.Helper()
+	n := len(payload)
+	buf := make([]byte, ChunkHeaderSize)
+	var ends []uint64
+	from := 0
+	for _, c := range append(cuts, n) {
+		if from == 0 {
+			buf = zstdLeadFrame(payload[:c], n, buf)
+		} else {
+			buf = zstdPieceFrame(payload[from:c], n, buf)
+		}
+		ends = append(ends, uint64(c)<<32|uint64(len(buf)-ChunkHeaderSize))
+		from = c
+	}
+	if len(buf)-ChunkHeaderSize >= n {
+		t.Fatalf("payload of %d bytes does not shrink", n)
+	}
+	chunkHeader{magic: ChunkMagic, stored: uint32(len(buf) - ChunkHeaderSize), lsize: uint32(n),
+		cksum: crc32.ChecksumIEEE(buf[ChunkHeaderSize:])}.put(buf)
+	return EncodedChunk{buf: buf, opt: Options{Zstd, true}, ends: ends}
+}
+
 // TestEncodeFrames: a payload cut into frames is one zstd frame per piece,
 // reads back whole through ReadChunkAt and the Scanner, and ReadFramesAt
 // decodes only the frames a Fill asks for.
@@ -138,7 +165,11 @@ func TestReadFramesWhole(t *testing.T) {
 // at the chunk's offset naming the frame and where it is in the stored
 // bytes, from ReadChunkAt and from the Fill that needs it; the frames
 // before it still read through ReadFramesAt. With the CRC-32 left as it
-// was, ReadFramesAt reports the checksum before decoding anything.
+// was, ReadChunkAt and the Scanner report the checksum; ReadFramesAt,
+// which reads the LZ4 lead frame and none of the others, does not read
+// the damage until a Fill decodes it; of a chunk whose first frame is a
+// zstd frame (written before LZ4 lead frames), ReadFramesAt reads the
+// whole chunk and reports the checksum before decoding anything.
 func TestFramesDamagedFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 11))
 	payload := cborTrace(rng, 120_000)
@@ -173,9 +204,27 @@ func TestFramesDamagedFrame(t *testing.T) {
 		t.Fatalf("scan: %v", r.bad)
 	}
 
-	_, _, err = ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
+	_, _, err = ReadChunkAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
 	if ce := asCorruption(t, err); ce.Reason != Checksum {
-		t.Fatalf("ReadFramesAt with the CRC-32 of the undamaged bytes: %v; want a checksum mismatch", err)
+		t.Fatalf("ReadChunkAt with the CRC-32 of the undamaged bytes: %v; want a checksum mismatch", err)
+	}
+	if r := scanBytes(data, opt, nil); len(r.bad) != 1 || r.bad[0].Reason != Checksum {
+		t.Fatalf("scan with the CRC-32 of the undamaged bytes: %v", r.bad)
+	}
+	fr, _, err = ReadFramesAt(bytes.NewReader(data), int64(len(data)), opt, HeaderSize)
+	if err != nil {
+		t.Fatalf("ReadFramesAt with the CRC-32 of the undamaged bytes: %v", err)
+	}
+	if _, _, err = fr.Fill(61_000, 62_000); !strings.Contains(err.Error(), want) {
+		t.Fatalf("its Fill of the damaged frame: %v; want %q", err, want)
+	}
+
+	old := encodeZstdLead(t, payload, []int{30_000, 60_000, 90_000})
+	oldData := append(appendHeader(nil, Header{Options: opt}), old.Bytes()...)
+	oldData[len(oldData)-100] ^= 0x5a
+	_, _, err = ReadFramesAt(bytes.NewReader(oldData), int64(len(oldData)), opt, HeaderSize)
+	if ce := asCorruption(t, err); ce.Reason != Checksum {
+		t.Fatalf("ReadFramesAt of a chunk with a zstd first frame, damaged: %v; want a checksum mismatch", err)
 	}
 }
 
@@ -288,8 +337,9 @@ func (c countingFile) ReadAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// TestReadFramesKnown: a chunk read again with the Layout of an earlier
-// ReadFrames reads its header and first frame only, and fills every range
+// TestReadFramesKnown: a chunk whose first frame is a zstd frame (as
+// written before LZ4 lead frames) read again with the Layout of an
+// earlier ReadFrames reads its header and first frame only, and fills every range
 // as before; a frame damaged on disk since is a Decompress corruption when
 // it is filled (its XXH64), and the others still read; a damaged first
 // frame or header is not trusted: the chunk is read whole and its CRC-32
@@ -306,10 +356,7 @@ func TestReadFramesKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	c, err := EncodeFrames(payload, []int{30_000, 60_000, 90_000}, opt, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := encodeZstdLead(t, payload, []int{30_000, 60_000, 90_000})
 	off, err := f.AppendEncoded(c)
 	if err != nil {
 		t.Fatal(err)
@@ -415,12 +462,13 @@ func literalsType(t *testing.T, src []byte) int {
 	return int(src[h.HeaderSize+3] & 3)
 }
 
-// TestEncodeFramesLeadFrame: in a chunk cut into frames, every frame (the
-// first, which every read decodes, and the span frames) is encoded without
-// entropy coding (its literals stored raw), a chunk of one frame with
-// Huffman literals; every frame decodes. A chunk written before the
-// frames changed (every frame entropy-coded) reads the same through
-// ReadFramesAt, its Fills and ReadFramesKnownAt.
+// TestEncodeFramesLeadFrame: in a chunk cut into frames, the first (which
+// every read decodes) is an LZ4 lead frame listing the others, and the
+// span frames are zstd frames without entropy coding (their literals
+// stored raw); a chunk of one frame is a zstd frame with Huffman literals;
+// every frame decodes. Chunks written before (every frame entropy-coded;
+// every frame a zstd frame with raw literals) read the same through
+// ReadFramesAt, its Fills, ReadFramesKnownAt and ReadChunkAt.
 func TestEncodeFramesLeadFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	payload := cborTrace(rng, 120_000)
@@ -430,8 +478,23 @@ func TestEncodeFramesLeadFrame(t *testing.T) {
 	if len(frameAt) != 4 {
 		t.Fatalf("%d frames, want 4", len(frameAt))
 	}
-	if lt := literalsType(t, stored[frameAt[0]:]); lt != 0 {
-		t.Fatalf("lead frame: literals block type %d, want 0 (raw)", lt)
+	lead, err := parseLZ4Frame(stored, len(payload))
+	if err != nil || lead.size != frameAt[1] || lead.content != cuts[0] || lead.laterFrames() != 3 {
+		t.Fatalf("lead frame: %+v, %v; want an LZ4 lead frame of %d stored bytes, %d payload bytes, 3 later frames", lead, err, frameAt[1], cuts[0])
+	}
+	for i := range 3 {
+		st, c := lead.entry(i)
+		end := len(stored)
+		if i+2 < len(frameAt) {
+			end = frameAt[i+2]
+		}
+		cend := len(payload)
+		if i+1 < len(cuts) {
+			cend = cuts[i+1]
+		}
+		if st != end-frameAt[i+1] || c != cend-cuts[i] {
+			t.Fatalf("lead frame's table entry %d: %d stored, %d payload bytes; want %d and %d", i, st, c, end-frameAt[i+1], cend-cuts[i])
+		}
 	}
 	for k := 1; k < len(frameAt); k++ {
 		if lt := literalsType(t, stored[frameAt[k]:]); lt != 0 {
@@ -456,11 +519,22 @@ func TestEncodeFramesLeadFrame(t *testing.T) {
 	if lt := literalsType(t, old); lt != 2 {
 		t.Fatalf("old lead frame: literals block type %d, want 2", lt)
 	}
-	for name, file := range map[string][]byte{"new": data, "old": zstdChunk(old, len(payload))} {
+	// And as written before LZ4 lead frames: every frame a zstd frame
+	// with raw literals.
+	rawLead := encodeZstdLead(t, payload, cuts)
+	if lt := literalsType(t, rawLead.Bytes()[ChunkHeaderSize:]); lt != 0 {
+		t.Fatalf("raw-literals lead frame: literals block type %d, want 0", lt)
+	}
+	files := map[string][]byte{"new": data, "old": zstdChunk(old, len(payload)),
+		"raw lead": append(appendHeader(nil, Header{Options: Options{Zstd, true}}), rawLead.Bytes()...)}
+	for name, file := range files {
 		r := bytes.NewReader(file)
 		fr, _, err := ReadFramesAt(r, int64(len(file)), Options{Zstd, true}, HeaderSize)
 		if err != nil || fr.Frames() != 4 {
 			t.Fatalf("%s: ReadFramesAt: %v, %d frames", name, err, fr.Frames())
+		}
+		if (fr.Layout() == nil) != (name == "new") {
+			t.Fatalf("%s: layout %+v; want one only of a chunk with a zstd first frame", name, fr.Layout())
 		}
 		for _, rg := range [][2]int{{0, 50_000}, {60_000, 60_001}, {100_000, 120_000}} {
 			b, base, err := fr.Fill(rg[0], rg[1])
@@ -468,12 +542,14 @@ func TestEncodeFramesLeadFrame(t *testing.T) {
 				t.Fatalf("%s: Fill(%d, %d): %v", name, rg[0], rg[1], err)
 			}
 		}
-		known, _, err := ReadFramesKnownAt(r, int64(len(file)), Options{Zstd, true}, HeaderSize, fr.Layout())
-		if err != nil || known.Layout() != nil {
-			t.Fatalf("%s: ReadFramesKnownAt: %v (read whole: %v)", name, err, known.Layout() != nil)
-		}
-		if b, base, err := known.Fill(70_000, 90_000); err != nil || base != 70_000 || !bytes.Equal(b, payload[70_000:90_000]) {
-			t.Fatalf("%s: known Fill: bytes from %d, %v", name, base, err)
+		if l := fr.Layout(); l != nil {
+			known, _, err := ReadFramesKnownAt(r, int64(len(file)), Options{Zstd, true}, HeaderSize, l)
+			if err != nil || known.Layout() != nil {
+				t.Fatalf("%s: ReadFramesKnownAt: %v (read whole: %v)", name, err, known.Layout() != nil)
+			}
+			if b, base, err := known.Fill(70_000, 90_000); err != nil || base != 70_000 || !bytes.Equal(b, payload[70_000:90_000]) {
+				t.Fatalf("%s: known Fill: bytes from %d, %v", name, base, err)
+			}
 		}
 		got, _, err := ReadChunkAt(r, int64(len(file)), Options{Zstd, true}, HeaderSize)
 		if err != nil || !bytes.Equal(got, payload) {
@@ -561,10 +637,12 @@ func TestFramesRelease(t *testing.T) {
 }
 
 // TestEncodedChunkLayout: the layout an encoder gives for a chunk of
-// several zstd frames (EncodedChunk.Layout) is the one ReadFrames learns
+// several zstd frames whose first is a zstd frame (EncodedChunk.Layout;
+// chunks written before LZ4 lead frames) is the one ReadFrames learns
 // from the chunk's bytes once written, and ReadFramesKnown with it reads
 // the header and first frame only and fills every range as a read of the
-// whole chunk does. A chunk of one frame, stored raw, or of another codec
+// whole chunk does. A chunk of one frame, stored raw, of another codec,
+// or whose lead frame is an LZ4 lead frame (it lists the frames itself)
 // has none.
 func TestEncodedChunkLayout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
@@ -578,10 +656,15 @@ func TestEncodedChunkLayout(t *testing.T) {
 	}
 	defer f.Close()
 	// Cuts out of order or out of range are left out, as EncodeFrames says.
-	c, err := EncodeFrames(payload, []int{0, 40_000, 30_000, 70_000, 200_000}, opt, nil)
-	if err != nil {
-		t.Fatal(err)
+	lc, err := EncodeFrames(payload, []int{0, 40_000, 30_000, 70_000, 200_000}, opt, nil)
+	if err != nil || !isLZ4Frame(lc.Bytes()[ChunkHeaderSize:]) || lc.Layout() != nil {
+		t.Fatalf("a chunk cut into frames: %v, LZ4 lead frame %v, layout %+v; want an LZ4 lead frame and no layout",
+			err, isLZ4Frame(lc.Bytes()[ChunkHeaderSize:]), lc.Layout())
 	}
+	if frames, err := zstdFrames(lc.Bytes()[ChunkHeaderSize:], len(payload)); err != nil || len(frames) != 3 {
+		t.Fatalf("its frames: %d, %v; want 3", len(frames), err)
+	}
+	c := encodeZstdLead(t, payload, []int{40_000, 70_000})
 	l := c.Layout()
 	if l == nil || len(l.ends) != 3 {
 		t.Fatalf("layout of a chunk of 3 frames: %+v", l)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -39,8 +40,29 @@ func seedImages(t testing.TB) [][]byte {
 	damaged[HeaderSize+ChunkHeaderSize+frameAt[3]+6] ^= 0x21
 	binary.BigEndian.PutUint32(damaged[HeaderSize+12:], crc32.ChecksumIEEE(damaged[HeaderSize+ChunkHeaderSize:]))
 	out = append(out, damaged)
+	// The same payload as written before LZ4 lead frames (every frame a
+	// zstd frame), intact and damaged alike; an LZ4 lead chunk whose
+	// chunk CRC-32 alone is wrong, and one whose lead frame is damaged.
+	payload := cborTrace(rng, 3000)
+	old := append(appendHeader(nil, Header{Options: Options{Zstd, true}}), encodeZstdLead(t, payload, []int{700, 1500, 2200}).Bytes()...)
+	out = append(out, old)
+	damaged = bytes.Clone(old)
+	damaged[len(damaged)-9] ^= 0x21
+	binary.BigEndian.PutUint32(damaged[HeaderSize+12:], crc32.ChecksumIEEE(damaged[HeaderSize+ChunkHeaderSize:]))
+	out = append(out, damaged)
+	lead, _ := framedImage(t, payload, []int{700, 1500, 2200})
+	badSum := bytes.Clone(lead)
+	badSum[HeaderSize+12] ^= 0x08
+	out = append(out, badSum)
+	badLead := bytes.Clone(lead)
+	badLead[HeaderSize+ChunkHeaderSize+30] ^= 0x08
+	out = append(out, badLead)
 	return out
 }
+
+// framedSeeds is how many of seedImages's last images hold one zstd chunk
+// cut into frames.
+const framedSeeds = 6
 
 // FuzzScanner scans arbitrary file bytes: no panic, no hang, and the chunks
 // returned plus the bad regions tile the file exactly; every returned chunk
@@ -106,11 +128,16 @@ func FuzzScanner(f *testing.F) {
 // *CorruptionError naming the offset.
 func FuzzReadChunk(f *testing.F) {
 	imgs := seedImages(f)
-	for i, img := range imgs[:len(imgs)-2] {
+	for i, img := range imgs[:len(imgs)-framedSeeds] {
 		f.Add(img, int64(HeaderSize), byte(i/5))
 	}
-	for _, img := range imgs[len(imgs)-2:] { // the framed zstd chunks
+	for _, img := range imgs[len(imgs)-framedSeeds:] { // the framed zstd chunks
 		f.Add(img, int64(HeaderSize), byte(7))
+	}
+	if old, err := os.ReadFile("testdata/frames-zstd-lead.zts"); err == nil {
+		f.Add(old, int64(HeaderSize), byte(7))
+	} else {
+		f.Fatal(err)
 	}
 	hostile := appendHeader(nil, Header{Options: Options{LZ4, true}})
 	hostile = binary.BigEndian.AppendUint32(hostile, ChunkMagic)
@@ -141,6 +168,20 @@ func FuzzReadChunk(f *testing.F) {
 			if ferr == nil && (base != 0 || len(whole) != fr.Size()) {
 				t.Fatalf("chunk at %d: Fill of the whole payload gave bytes %d to %d of %d", off, base, base+len(whole), fr.Size())
 			}
+		}
+		if ce := (*CorruptionError)(nil); ferr == nil && errors.As(err, &ce) && ce.Reason == Checksum {
+			// ReadFramesAt does not check the CRC-32 of a chunk whose LZ4
+			// lead frame lists its frames (each is checked by its own
+			// checksum): with the CRC-32 made right, ReadChunkAt reads
+			// what it read.
+			fixed := bytes.Clone(data)
+			stored := binary.BigEndian.Uint32(fixed[off+4:]) &^ rawBit
+			binary.BigEndian.PutUint32(fixed[off+12:], crc32.ChecksumIEEE(fixed[off+ChunkHeaderSize:off+ChunkHeaderSize+int64(stored)]))
+			if !isLZ4Frame(fixed[off+ChunkHeaderSize:]) {
+				t.Fatalf("chunk at %d: ReadChunkAt %v, but ReadFramesAt of a chunk without an LZ4 lead frame reads it", off, err)
+			}
+			p, next, err = ReadChunkAt(bytes.NewReader(fixed), int64(len(fixed)), opt, off)
+			data = fixed // the checks below are of the chunk as read
 		}
 		if (ferr == nil) != (err == nil) || (err == nil && (fnext != next || !bytes.Equal(whole, p))) {
 			t.Fatalf("chunk at %d: ReadChunkAt %v, ReadFramesAt and Fill %v", off, err, ferr)

@@ -78,17 +78,18 @@ func (sc *readScope) release() {
 
 // layoutCache keeps the layouts (chunk.Layout: header and frame bounds,
 // ~100-200 bytes each) of the local chunks stored as several zstd frames
-// that a read has read whole and checked (CRC-32, frame layout), or that
-// the committer appended (the encoder's layout, chunk.EncodedChunk.Layout,
-// kept for the offset the append returned), by (store key, chunk offset).
+// with a zstd first frame (written before LZ4 lead frames) that a read has
+// read whole and checked (CRC-32, frame layout), or that the committer
+// appended (the encoder's layout, chunk.EncodedChunk.Layout, kept for the
+// offset the append returned; a chunk written now has an LZ4 lead frame,
+// which lists its frames, and no layout), by (store key, chunk offset).
 // A chunk never changes once appended, so a later read of the same chunk
 // (a get whose chunk left the chunk cache: at 10M spans almost every get)
 // reads its header and the frames it decodes (chunk.File.ReadFramesKnown),
 // each checked by its content checksum, instead of the whole chunk (~95
 // KB of a 500-span chunk, a tenth of it needed); a header that differs
 // from the one kept, or a first frame that does not decode, is read whole
-// and checked again. So the chunks this DB wrote (the latest ones, most
-// read) are never read whole, even the first time. Bounded by entry count.
+// and checked again. Bounded by entry count.
 type layoutCache = storeLRU[*chunk.Layout]
 
 // layoutCacheEntries bounds the layout cache: about 10 MB of layouts,

@@ -56,9 +56,11 @@
 // and ~20% cheaper than writing into fallocated, unwritten blocks) — hands
 // them to the indexer goroutine and acknowledges each request at once; it
 // does not wait for indexing, so the fsync of the next group overlaps the
-// indexing of this one. The committer also puts the frame layout of each
-// chunk it wrote as several frames into the layout cache, so the first
-// read of it reads only the frames it decodes. A request fails if any
+// indexing of this one. A chunk written as several frames starts with an
+// LZ4 lead frame listing them (chunk.EncodeFrames), so even its first
+// read reads only the frames it decodes (the committer's layout cache
+// fill, chunk.EncodedChunk.Layout, is for chunks written before, and
+// finds none to keep). A request fails if any
 // chunk holding its spans could not be written, or if the group's fsync
 // failed; a chunk shared with a failed request is still written for the
 // others (at-least-once: spans of a failed request may be in the data
@@ -189,11 +191,13 @@
 // chunk cache (cache.go): a local chunk stored as zstd frames is read and
 // decompressed frame by frame (chunk.Frames: its string table's frame,
 // then the frame of each span read), into payload buffers from a pool. A
-// chunk whose frame layout is known (the layout cache: kept by the
-// committer for what it wrote, and by the first read of any other chunk)
-// is read frame by frame from the file, each frame checked by its zstd
-// content checksum; otherwise the first read reads the whole chunk and
-// checks its CRC.
+// chunk whose first frame is an LZ4 lead frame (every chunk cut into
+// frames since LZ4 lead frames) is read as its header and that frame,
+// which lists the others, and then the frame of each span read, each
+// frame checked by its own checksum. Of a chunk written before (zstd
+// frames only), the first read reads the whole chunk and checks its CRC,
+// and keeps the frame layout it learnt in the layout cache; a later read
+// of it is then read frame by frame as above.
 // Every string of a span read from a view points into the view's string
 // table, so the buffers may be reused only when no span read from the
 // view is in use. A view counts its holders (cachedView): the cache while

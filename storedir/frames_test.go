@@ -7,10 +7,10 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/ztsd/ztsd/chunk"
 	"github.com/ztsd/ztsd/trace"
 )
@@ -38,6 +38,90 @@ func framesTestStore(t *testing.T, dir string) ([]*trace.Span, string) {
 		t.Fatal(err)
 	}
 	return spans, filepath.Join(dir, StoreName(0), dataFile)
+}
+
+// framesTestStoreZstdLead is framesTestStore with the data file rewritten
+// as chunks cut into frames were written before LZ4 lead frames (the same
+// payloads cut at the same offsets, every frame a zstd frame with its
+// literals stored raw) and the indexes dropped (the next Open rebuilds
+// them from the data file): a store a ztsd before LZ4 lead frames wrote.
+func framesTestStoreZstdLead(t *testing.T, dir string) ([]*trace.Span, string) {
+	t.Helper()
+	spans, path := framesTestStore(t, dir)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := chunk.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := src.Options()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(true),
+		zstd.WithSingleSegment(true), zstd.WithNoEntropyCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	var chunks []byte
+	for off := int64(chunk.HeaderSize); off < src.Size(); {
+		payload, next, err := src.ReadChunk(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := raw[off+chunk.ChunkHeaderSize : next]
+		if binary.LittleEndian.Uint32(stored) != 0x184D2A5C {
+			t.Fatalf("chunk at %d: no LZ4 lead frame", off)
+		}
+		// The lead frame's content size, then its table's (stored, payload)
+		// sizes of each later frame.
+		cuts := []int{int(binary.LittleEndian.Uint32(stored[12:]))}
+		for i := range int(binary.LittleEndian.Uint32(stored[16:])) {
+			cuts = append(cuts, cuts[len(cuts)-1]+int(binary.LittleEndian.Uint32(stored[20+8*i+4:])))
+		}
+		var out []byte
+		from := 0
+		for _, c := range cuts {
+			out = enc.EncodeAll(payload[from:c], out)
+			from = c
+		}
+		if from != len(payload) {
+			t.Fatalf("chunk at %d: the lead frame's table ends at %d of %d payload bytes", off, from, len(payload))
+		}
+		chunks = binary.BigEndian.AppendUint32(chunks, chunk.ChunkMagic)
+		chunks = binary.BigEndian.AppendUint32(chunks, uint32(len(out)))
+		chunks = binary.BigEndian.AppendUint32(chunks, uint32(len(payload)))
+		chunks = binary.BigEndian.AppendUint32(chunks, crc32.ChecksumIEEE(out))
+		chunks = append(chunks, out...)
+		off = next
+	}
+	src.Close()
+	for _, name := range []string{dataFile, metaDir, textDir} {
+		if err := os.RemoveAll(filepath.Join(dir, StoreName(0), name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst, err := chunk.Create(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(chunks); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, frames := chunkFrames(t, path); len(frames) != 3 || frames[0] < 4 {
+		t.Fatalf("rewritten chunks are %v frames, want 3 chunks of at least 4", frames)
+	}
+	return spans, path
 }
 
 // chunkFrames returns the offsets of a data file's chunks and how many zstd
@@ -209,8 +293,9 @@ func TestDamagedFrame(t *testing.T) {
 	}
 }
 
-// TestKnownLayoutReads: a chunk read before, whose view left the chunk
-// cache, is read again with its kept layout (chunk.ReadFramesKnown): every
+// TestKnownLayoutReads: of a store written before LZ4 lead frames, a
+// chunk read before, whose view left the chunk cache, is read again with
+// its kept layout (chunk.ReadFramesKnown): every
 // span still reads whole. Bytes damaged since are found when a read uses
 // them: a span in a damaged frame warns naming the store and chunk (its
 // content checksum), one in an intact frame still reads. A chunk damaged
@@ -218,7 +303,7 @@ func TestDamagedFrame(t *testing.T) {
 // span of it, as before.
 func TestKnownLayoutReads(t *testing.T) {
 	dir := t.TempDir()
-	spans, path := framesTestStore(t, dir)
+	spans, path := framesTestStoreZstdLead(t, dir)
 	offs, _ := chunkFrames(t, path)
 	st, err := os.Stat(path)
 	if err != nil {
@@ -304,17 +389,28 @@ func TestKnownLayoutReads(t *testing.T) {
 }
 
 // TestDamagedStringTable: a chunk's first frame holds its string table
-// with the literals stored raw (chunk.zstdLeadFrame), so a string of a
-// span lies in the stored bytes as it is. One letter of it changed (a
-// valid UTF-8 string still, under a recomputed CRC-32 so only zstd's
-// content checksum can tell) fails every span of the chunk as damaged,
-// naming the store, the chunk and frame 0: no read returns the changed
-// string. The same change made after the chunk was read once (its layout
-// kept, the CRC-32 left as it was) fails the next read too.
+// with the literals stored raw (an LZ4 block; before LZ4 lead frames, a
+// zstd frame without entropy coding), so a string of a span lies in the
+// stored bytes as it is. One letter of it changed (a valid UTF-8 string
+// still, under a recomputed CRC-32 so only the frame's own checksum can
+// tell) fails every span of the chunk as damaged, naming the store, the
+// chunk and frame 0: no read returns the changed string. The same change
+// made after the chunk was read once (the CRC-32 left as it was) fails the
+// next read too: of an LZ4 lead frame by its checksum again, of a chunk
+// written before (its layout kept) by the chunk's CRC-32 when it is read
+// whole again.
 func TestDamagedStringTable(t *testing.T) {
-	for _, after := range []bool{false, true} {
+	for _, tc := range []struct {
+		format string
+		after  bool
+	}{{"lz4 lead", false}, {"lz4 lead", true}, {"zstd lead", false}, {"zstd lead", true}} {
+		after := tc.after
 		dir := t.TempDir()
-		spans, path := framesTestStore(t, dir)
+		store := framesTestStore
+		if tc.format == "zstd lead" {
+			store = framesTestStoreZstdLead
+		}
+		spans, path := store(t, dir)
 		offs, _ := chunkFrames(t, path)
 		off := offs[1]
 		inChunk := spans[500:1000] // the second request is the second chunk
@@ -346,8 +442,8 @@ func TestDamagedStringTable(t *testing.T) {
 			if _, err := db.GetSpan(context.Background(), victim.TraceID, victim.SpanID); err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := db.layouts.get(db.stores[0].key(), off); !ok {
-				t.Fatal("no layout kept for the chunk read")
+			if _, ok := db.layouts.get(db.stores[0].key(), off); ok != (tc.format == "zstd lead") {
+				t.Fatalf("%s: layout kept for the chunk read: %v", tc.format, ok)
 			}
 			if _, err := db.GetSpan(context.Background(), spans[0].TraceID, spans[0].SpanID); err != nil {
 				t.Fatal(err) // another chunk: the victim's view leaves the cache
@@ -369,33 +465,36 @@ func TestDamagedStringTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.Close()
-		want := "zstd: frame 0 at stored byte 0"
-		if after {
+		want := "frame 0 at stored byte 0 (payload bytes 0 to "
+		switch {
+		case tc.format == "lz4 lead":
+			want = "frame 0 at stored byte 0: LZ4 lead frame: CRC-32"
+		case after:
 			want = "checksum" // read whole again: its CRC-32 no longer matches
 		}
 		for _, sp := range []*trace.Span{victim, inChunk[len(inChunk)-1]} {
 			got, warns, err := db.GetSpanWithWarnings(context.Background(), sp.TraceID, sp.SpanID)
 			if err != nil || got != nil || len(warns) != 1 || warns[0].Store != StoreName(0) || warns[0].Offset != off || !strings.Contains(warns[0].Error, want) {
-				t.Fatalf("after=%v: span %s of the damaged chunk: %v, %v, warnings %+v; want one naming store %s offset %d and %q",
-					after, sp.SpanID, got != nil, err, warns, StoreName(0), off, want)
+				t.Fatalf("%s, after=%v: span %s of the damaged chunk: %v, %v, warnings %+v; want one naming store %s offset %d and %q",
+					tc.format, after, sp.SpanID, got != nil, err, warns, StoreName(0), off, want)
 			}
 		}
 		if n := db.DamagedChunks(); n != 1 {
-			t.Fatalf("after=%v: DamagedChunks = %d, want 1", after, n)
+			t.Fatalf("%s, after=%v: DamagedChunks = %d, want 1", tc.format, after, n)
 		}
 		_, warns, _ := db.GetSpanWithWarnings(context.Background(), victim.TraceID, victim.SpanID)
-		t.Logf("after=%v: %s", after, warns[0].Error)
+		t.Logf("%s, after=%v: %s", tc.format, after, warns[0].Error)
 		db.Close()
 	}
 }
 
-// TestWrittenChunkLayouts: the chunks the DB appends as several zstd
-// frames have their layouts kept from the write (chunk.EncodedChunk.
-// Layout), so even their first read reads only the frames it decodes;
-// every span reads back whole through them. A frame damaged on disk after
-// the write is found by its content checksum when a read uses it (a
-// warning naming the store and chunk), and a span in an intact frame of
-// the same chunk still reads.
+// TestWrittenChunkLayouts: the chunks the DB appends as several frames
+// start with an LZ4 lead frame listing the others, so no layout is kept
+// for them (chunk.EncodedChunk.Layout is nil) and even their first read
+// reads only the frames it decodes; every span reads back whole. A frame
+// damaged on disk after the write is found by its content checksum when a
+// read uses it (a warning naming the store and chunk), and a span in an
+// intact frame of the same chunk still reads.
 func TestWrittenChunkLayouts(t *testing.T) {
 	dir := t.TempDir()
 	reqs, spans, _ := benchRequests(5, 1500, 500)
@@ -425,8 +524,8 @@ func TestWrittenChunkLayouts(t *testing.T) {
 			t.Fatalf("chunk %d at %d: %v", len(offs), off, err)
 		}
 		l, ok := db.layouts.get(db.stores[0].key(), off)
-		if !ok || fr.Frames() < 4 || !reflect.DeepEqual(fr.Layout(), l) {
-			t.Fatalf("chunk at %d of %d frames: layout kept %v (%+v), read %+v; want the layout of the chunk", off, fr.Frames(), ok, l, fr.Layout())
+		if ok || fr.Frames() < 4 || fr.Layout() != nil {
+			t.Fatalf("chunk at %d of %d frames: layout kept %v (%+v), read %+v; want none", off, fr.Frames(), ok, l, fr.Layout())
 		}
 		offs = append(offs, off)
 		off = next

@@ -237,11 +237,12 @@ func (db *DB) readSpanAs(s *Store, ref index.SpanRef, decode func(*trace.ChunkVi
 
 // readView reads the chunk at off of s into a view (not through the chunk
 // cache). Of a local store's chunk only the frames the view reads are
-// decompressed (chunk.Frames: the string table's, then each span's as it
-// is read); a remote store's chunk is decoded whole. A local chunk read
-// before (its layout in db.layouts) is read frame by frame, each frame
-// checked by its content checksum, not whole with its CRC-32 (see
-// layoutCache). Damage is noted in the damage log.
+// read and decompressed (chunk.Frames: the string table's, then each
+// span's as it is read), each checked by its own checksum, when its first
+// frame is an LZ4 lead frame (which lists the others) or it was read
+// before (its layout in db.layouts, see layoutCache); else the first read
+// reads it whole and checks its CRC-32. A remote store's chunk is decoded
+// whole. Damage is noted in the damage log.
 func (db *DB) readView(s *Store, off int64) (*trace.ChunkView, error) {
 	readErr := func(err error) error {
 		if isChunkDamage(err) {
