@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +12,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +44,9 @@ const ProbeHTTPCommitBodyBytes = 1024
 // ProbeHTTPCommit measures the HTTP commit ceiling for d: writers clients
 // (the bench's own net/http client, as the unbatched phase uses) each send
 // POST requests of ProbeHTTPCommitBodyBytes random bytes in a closed loop
-// to a net/http server on a unix socket, in this process. The server reads
+// to a net/http server on a unix socket. The server is a process of its
+// own, as the daemon is: this program started again with the environment
+// variable HTTPCommitServerEnv (RunHTTPCommitServerIfAsked). It reads
 // each body and hands it to one committer goroutine, which takes every
 // request waiting, waits for the rest of the writers at most one recent
 // fdatasync (2 ms at most; the daemon's adaptive group commit, knowing
@@ -51,8 +57,7 @@ const ProbeHTTPCommitBodyBytes = 1024
 // encoded, compressed or indexed: the gap between this and the unbatched
 // phase is the daemon's own work per request, while what this probe spends
 // (the HTTP round trip of both sides, their wake-ups, the fdatasync) no
-// server over net/http and fdatasync avoids. Client and server share this
-// process's scheduler, where the daemon's phase has them in two processes.
+// server over net/http and fdatasync avoids.
 func ProbeHTTPCommit(ctx context.Context, dir string, writers int, d time.Duration) (HTTPCommitLimit, error) {
 	lim := HTTPCommitLimit{Writers: writers}
 	if writers <= 0 {
@@ -63,62 +68,27 @@ func ProbeHTTPCommit(ctx context.Context, dir string, writers int, d time.Durati
 		return lim, fmt.Errorf("http commit probe in %s: %w", dir, err)
 	}
 	defer os.RemoveAll(tmp)
-	opt := chunk.Options{Compression: chunk.Zstd, Checksums: true}
-	f, err := chunk.Create(filepath.Join(tmp, "traces.zts"), opt)
-	if err != nil {
-		return lim, fmt.Errorf("http commit probe: %w", err)
-	}
-	defer f.Close()
-	// The chunk of a group of n requests, encoded once for each n.
-	rnd := rand.New(rand.NewPCG(3, 4))
-	randomBytes := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rnd.Uint32())
-		}
-		return b
-	}
-	chunks := make([]chunk.EncodedChunk, writers+1)
-	for n := 1; n <= writers; n++ {
-		if chunks[n], err = chunk.Encode(randomBytes(n*ProbeChunkBytes/2), opt, nil); err != nil {
-			return lim, fmt.Errorf("http commit probe: encode a chunk: %w", err)
-		}
-	}
 	sockDir, err := os.MkdirTemp("/tmp", "ztsb-probe-") // sun_path holds 107 bytes
 	if err != nil {
 		return lim, fmt.Errorf("http commit probe: %w", err)
 	}
 	defer os.RemoveAll(sockDir)
 	sock := filepath.Join(sockDir, "probe.sock")
-	ln, err := net.Listen("unix", sock)
+	srv, err := startHTTPCommitServer(ctx, httpCommitServerSpec{Socket: sock, Dir: tmp, Writers: writers})
 	if err != nil {
-		return lim, fmt.Errorf("http commit probe: %w", err)
+		return lim, err
 	}
-	c := &probeCommitter{reqs: make(chan chan error, 64), stop: make(chan struct{}), file: f, chunks: chunks, writers: writers}
-	commitDone := make(chan struct{})
-	go func() {
-		defer close(commitDone)
-		c.run()
-	}()
-	srv := &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 10 * time.Second}
-	serveDone := make(chan struct{})
-	go func() {
-		defer close(serveDone)
-		srv.Serve(ln)
-	}()
+	defer srv.stop()
 	hc := newHTTPClient(sock, "")
-	defer func() {
-		hc.close()
-		srv.Close()
-		<-serveDone
-		close(c.stop)
-		<-commitDone
-	}()
+	defer hc.close()
 
-	body := randomBytes(ProbeHTTPCommitBodyBytes)
+	body := make([]byte, ProbeHTTPCommitBodyBytes)
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for i := range body {
+		body[i] = byte(rnd.Uint32())
+	}
 	lats := make([]Latencies, writers)
 	errs := make([]error, writers)
-	syncs0 := c.syncs()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
@@ -142,14 +112,168 @@ func ProbeHTTPCommit(ctx context.Context, dir string, writers int, d time.Durati
 	if err := errors.Join(errs...); err != nil {
 		return lim, err
 	}
+	syncs, err := srv.stop()
+	if err != nil {
+		return lim, err
+	}
 	var all Latencies
 	for i := range lats {
 		all.Merge(&lats[i])
 	}
 	lim.SpansPerS = float64(all.Len()) / elapsed.Seconds()
 	lim.P50Ms = ms(all.Quantile(0.5))
-	lim.SyncsPerS = float64(c.syncs()-syncs0) / elapsed.Seconds()
+	lim.SyncsPerS = float64(syncs) / elapsed.Seconds()
 	return lim, nil
+}
+
+// HTTPCommitServerEnv is the environment variable that makes a process
+// started by ProbeHTTPCommit its server: it holds the server's
+// httpCommitServerSpec as JSON.
+const HTTPCommitServerEnv = "ZTSD_BENCH_HTTP_COMMIT_SERVER"
+
+// httpCommitServerSpec is what the probe's server process serves.
+type httpCommitServerSpec struct {
+	Socket  string `json:"socket"`
+	Dir     string `json:"dir"`
+	Writers int    `json:"writers"`
+}
+
+// RunHTTPCommitServerIfAsked makes this process the HTTP commit probe's
+// server when HTTPCommitServerEnv is set, and exits when it is done;
+// otherwise it returns at once. A program that runs ProbeHTTPCommit (which
+// starts the program itself again as its server) calls it first thing in
+// main (ztsctl; the test binaries of packages whose tests probe).
+func RunHTTPCommitServerIfAsked() {
+	v := os.Getenv(HTTPCommitServerEnv)
+	if v == "" {
+		return
+	}
+	var spec httpCommitServerSpec
+	if err := json.Unmarshal([]byte(v), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "http commit probe server: %s: %v\n", HTTPCommitServerEnv, err)
+		os.Exit(2)
+	}
+	if err := serveHTTPCommit(spec, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "http commit probe server: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// serveHTTPCommit serves spec until stop reaches its end (the prober
+// closed it, or exited), telling out "ready" once it listens and the
+// group commits it made when it stops.
+func serveHTTPCommit(spec httpCommitServerSpec, stop io.Reader, out io.Writer) error {
+	if spec.Writers <= 0 {
+		return fmt.Errorf("%d writers", spec.Writers)
+	}
+	opt := chunk.Options{Compression: chunk.Zstd, Checksums: true}
+	f, err := chunk.Create(filepath.Join(spec.Dir, "traces.zts"), opt)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The chunk of a group of n requests, encoded once for each n.
+	rnd := rand.New(rand.NewPCG(3, 4))
+	chunks := make([]chunk.EncodedChunk, spec.Writers+1)
+	for n := 1; n <= spec.Writers; n++ {
+		payload := make([]byte, n*ProbeChunkBytes/2)
+		for i := range payload {
+			payload[i] = byte(rnd.Uint32())
+		}
+		if chunks[n], err = chunk.Encode(payload, opt, nil); err != nil {
+			return fmt.Errorf("encode a chunk: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", spec.Socket)
+	if err != nil {
+		return err
+	}
+	c := &probeCommitter{reqs: make(chan chan error, 64), stop: make(chan struct{}), file: f, chunks: chunks, writers: spec.Writers}
+	commitDone := make(chan struct{})
+	go func() {
+		defer close(commitDone)
+		c.run()
+	}()
+	srv := &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 10 * time.Second}
+	serveDone := make(chan struct{})
+	go func() {
+		defer close(serveDone)
+		srv.Serve(ln)
+	}()
+	fmt.Fprintln(out, "ready")
+	io.Copy(io.Discard, stop)
+	srv.Close()
+	<-serveDone
+	close(c.stop)
+	<-commitDone
+	_, err = fmt.Fprintf(out, "syncs %d\n", c.syncs())
+	return err
+}
+
+// httpCommitServer is the probe's server process, started.
+type httpCommitServer struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   *bufio.Scanner
+	stopped bool
+	syncs   int64
+	err     error
+}
+
+// startHTTPCommitServer starts this program again as the probe's server
+// and returns once it listens.
+func startHTTPCommitServer(ctx context.Context, spec httpCommitServerSpec) (*httpCommitServer, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("http commit probe: %w", err)
+	}
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), HTTPCommitServerEnv+"="+string(js))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("http commit probe: start %s as its server: %w", exe, err)
+	}
+	s := &httpCommitServer{cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout)}
+	if !s.lines.Scan() || s.lines.Text() != "ready" {
+		stdin.Close()
+		cmd.Wait()
+		return nil, fmt.Errorf("http commit probe: %s did not start as its server (does its main call bench.RunHTTPCommitServerIfAsked?): %s",
+			exe, strings.TrimSpace(stderr.String()))
+	}
+	return s, nil
+}
+
+// stop ends the server process and returns the group commits it made;
+// later calls return the same.
+func (s *httpCommitServer) stop() (int64, error) {
+	if s.stopped {
+		return s.syncs, s.err
+	}
+	s.stopped = true
+	s.stdin.Close()
+	if s.lines.Scan() {
+		if _, err := fmt.Sscanf(s.lines.Text(), "syncs %d", &s.syncs); err != nil {
+			s.err = fmt.Errorf("http commit probe: server said %q: %w", s.lines.Text(), err)
+		}
+	}
+	if err := s.cmd.Wait(); err != nil && s.err == nil {
+		s.err = fmt.Errorf("http commit probe: server: %w", err)
+	}
+	return s.syncs, s.err
 }
 
 // probeCommitter is ProbeHTTPCommit's server: handlers queue their

@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ztsd/ztsd/bench"
 	"github.com/ztsd/ztsd/client"
 	buildversion "github.com/ztsd/ztsd/internal/version"
 )
@@ -117,6 +118,7 @@ func (a *app) noDaemon(de *client.DialError) error {
 }
 
 func main() {
+	bench.RunHTTPCommitServerIfAsked() // bench's HTTP commit probe starts ztsctl again as its server
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
