@@ -377,10 +377,12 @@ func readLZ4LeadAt(r io.ReaderAt, h chunkHeader, pre []byte, off, next int64, sc
 		return corrupt(err)
 	}
 	fr := &Frames{off: off, size: int(h.lsize), frames: frames, bufs: make([][]byte, len(frames))}
-	if _, err := fr.frame(0, lead); err != nil {
+	b := fr.payloadBuf(lf.content)
+	if err := lf.decode(b); err != nil { // checked by parseLZ4Frame: not again
 		fr.Release()
-		return nil, 0, err
+		return corrupt(err)
 	}
+	fr.bufs[0] = b
 	return fr, next, nil
 }
 

@@ -171,14 +171,22 @@ func decodeLZ4Frame(src, dst []byte) error {
 		err = fmt.Errorf("LZ4 lead frame decodes to %d bytes, %d expected", f.content, len(dst))
 	}
 	if err == nil {
-		var m int
-		if m, err = lz4.UncompressBlock(f.block, dst); err == nil && m != len(dst) {
-			err = fmt.Errorf("LZ4 block decodes to %d bytes, its frame says %d", m, len(dst))
-		} else if err != nil {
-			err = fmt.Errorf("lz4: %w", err)
-		}
+		err = f.decode(dst)
 	}
 	return err
+}
+
+// decode decodes the block of the parsed frame f into dst, which must be
+// exactly its content size.
+func (f lz4Frame) decode(dst []byte) error {
+	m, err := lz4.UncompressBlock(f.block, dst)
+	if err != nil {
+		return fmt.Errorf("lz4: %w", err)
+	}
+	if m != len(dst) {
+		return fmt.Errorf("LZ4 block decodes to %d bytes, its frame says %d", m, len(dst))
+	}
+	return nil
 }
 
 // framesOfLZ4Lead returns the frames of a chunk of stored bytes and lsize
