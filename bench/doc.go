@@ -22,8 +22,8 @@
 //     file's preallocated zeros and fdatasynced, as the daemon's committer
 //     does, and the older "append growing the file" figure), the HTTP
 //     commit ceiling (as many closed-loop net/http writers as the
-//     unbatched phase has, to an in-process server that only
-//     group-commits: the unbatched phase's limit), sequential direct-I/O
+//     unbatched phase has, to a server process of the bench's own that
+//     only group-commits: the unbatched phase's limit), sequential direct-I/O
 //     read, and single-core LZ4 and CBOR (the chunk payload codec) on the
 //     very chunk payloads the store wrote.
 //   - Report: one table setting each goal of DESIGN.md's budget next to
@@ -35,9 +35,10 @@
 //     with equal flags send byte-identical requests, in the same order per
 //     request (the interleaving of concurrent clients varies).
 //   - Only network round trips are timed. Requests are generated and
-//     encoded before each timed ingest round, and a round holds at most
-//     Config.RoundBytes of encoded bodies, so memory stays bounded whatever
-//     the size of the run.
+//     encoded before each timed ingest round (the unbatched phase's too:
+//     its clock stops while the next round is made), and a round holds at
+//     most Config.RoundBytes of encoded bodies, so memory stays bounded
+//     whatever the size of the run.
 //   - Percentiles are nearest-rank over every sample taken (no histogram
 //     buckets, no sampling).
 //   - Probes write only their own temporary file (in the data directory's

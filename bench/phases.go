@@ -59,9 +59,17 @@ const (
 	PhaseUnbatched = "unbatched"
 )
 
+// unbatchedRoundRequests bounds the requests of one timed round of the
+// unbatched phase (~30 MB of one-span bodies): at 10k spans/s a round
+// lasts ~3 s, and the clock stops while the next is generated.
+const unbatchedRoundRequests = 1 << 15
+
 // unbatched runs cfg.UnbatchedClients clients in a closed loop for
-// cfg.UnbatchedFor, each sending requests of one span (cfg.Format) of the
-// main workload, produced by one goroutine ahead of the senders. It
+// cfg.UnbatchedFor of timed rounds, each client sending requests of one
+// span (cfg.Format) of the main workload. As in the batched phases, each
+// round's requests are generated and encoded before its clock starts
+// (bounded by unbatchedRoundRequests and cfg.RoundBytes), so the
+// clients' CPU on the shared cores is only what sending costs. It
 // returns the trace id of the last span acknowledged.
 func (r *runner) unbatched(ctx context.Context) (trace.TraceID, error) {
 	cfg := r.cfg
@@ -77,77 +85,82 @@ func (r *runner) unbatched(ctx context.Context) (trace.TraceID, error) {
 		id   trace.TraceID
 		recs int64
 	}
-	reqs := make(chan one, 4096)
-	go func() {
-		defer close(reqs)
-		var enc trace.ChunkEncoder
-		for ctx.Err() == nil {
-			for _, sp := range r.gen.Trace() {
-				var body []byte
-				var err error
-				if cfg.Format == FormatCBOR {
-					body, err = enc.Encode(nil, []*trace.Span{sp})
-				} else {
-					body, err = encodeJSONLines([]*trace.Span{sp})
-				}
-				if err != nil {
-					cancel(fmt.Errorf("encode: %w", err))
-					return
-				}
-				select {
-				case reqs <- one{body, sp.TraceID, sp.Recs}:
-				case <-ctx.Done():
-					return
-				}
+	var (
+		enc     trace.ChunkEncoder
+		round   []one
+		pending []*trace.Span // spans of the last trace generated, not yet in a round
+	)
+	// generate fills round with the next requests, untimed.
+	generate := func() error {
+		round = round[:0]
+		var roundBytes int64
+		for len(round) < unbatchedRoundRequests && roundBytes < cfg.RoundBytes {
+			if len(pending) == 0 {
+				pending = r.gen.Trace()
 			}
+			sp := pending[0]
+			pending = pending[1:]
+			var body []byte
+			var err error
+			if cfg.Format == FormatCBOR {
+				body, err = enc.Encode(nil, []*trace.Span{sp})
+			} else {
+				body, err = encodeJSONLines([]*trace.Span{sp})
+			}
+			if err != nil {
+				return fmt.Errorf("unbatched: encode span %s/%s: %w", sp.TraceID, sp.SpanID, err)
+			}
+			round = append(round, one{body, sp.TraceID, sp.Recs})
+			roundBytes += int64(len(body))
 		}
-	}()
-	// Fill the queue before the clock starts.
-	for len(reqs) < cap(reqs)/2 && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
+		return nil
 	}
 	r.logf("ingest %s: %d clients × 1 span/request for %v", PhaseUnbatched, cfg.UnbatchedClients, cfg.UnbatchedFor)
 	lats := make([]Latencies, cfg.UnbatchedClients)
 	var spans, records, sent atomic.Int64
 	var lastMu sync.Mutex
 	var last trace.TraceID
-	cpu0 := r.cpuTimes()
-	start := time.Now()
-	deadline := start.Add(cfg.UnbatchedFor)
-	var wg sync.WaitGroup
-	for c := range lats {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var out bytes.Buffer
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				q, ok := <-reqs
-				if !ok {
-					return
+	var elapsed time.Duration
+	for elapsed < cfg.UnbatchedFor && ctx.Err() == nil {
+		if err := generate(); err != nil {
+			return last, err
+		}
+		var next atomic.Int64
+		cpu0 := r.cpuTimes()
+		start := time.Now()
+		deadline := start.Add(cfg.UnbatchedFor - elapsed)
+		var wg sync.WaitGroup
+		for c := range lats {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var out bytes.Buffer
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					i := next.Add(1) - 1
+					if i >= int64(len(round)) {
+						return
+					}
+					q := round[i]
+					t0 := time.Now()
+					if err := r.hc.do(ctx, "POST", "/v1/traces", contentType, q.body, &out); err != nil {
+						cancel(fmt.Errorf("unbatched request: %w", err))
+						return
+					}
+					lats[c].Add(time.Since(t0))
+					spans.Add(1)
+					records.Add(q.recs)
+					sent.Add(int64(len(q.body)))
+					lastMu.Lock()
+					last = q.id
+					lastMu.Unlock()
 				}
-				t0 := time.Now()
-				if err := r.hc.do(ctx, "POST", "/v1/traces", contentType, q.body, &out); err != nil {
-					cancel(fmt.Errorf("unbatched request: %w", err))
-					return
-				}
-				lats[c].Add(time.Since(t0))
-				spans.Add(1)
-				records.Add(q.recs)
-				sent.Add(int64(len(q.body)))
-				lastMu.Lock()
-				last = q.id
-				lastMu.Unlock()
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		elapsed += time.Since(start)
+		r.addCPU(cpu0, &ph.DaemonCPUSeconds, &ph.ClientCPUSeconds)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	r.addCPU(cpu0, &ph.DaemonCPUSeconds, &ph.ClientCPUSeconds)
-	err := context.Cause(ctx)
-	cancel(nil)
-	for range reqs { // let the producer finish
-	}
-	if err != nil {
+	if err := context.Cause(ctx); err != nil {
 		return last, err
 	}
 	var all Latencies

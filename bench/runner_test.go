@@ -24,7 +24,9 @@ func recoverInProcess(ctx context.Context, dir string) (int64, int64, error) {
 }
 
 // TestRunEndToEnd runs every phase against a real daemon at a small size
-// and checks what the report says against what was sent.
+// and checks what the report says against what was sent. Rounds of at
+// most 64 KiB of bodies make every ingest phase run many untimed
+// generate / timed send rounds.
 func TestRunEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
@@ -36,7 +38,7 @@ func TestRunEndToEnd(t *testing.T) {
 		Workload: Workload{Seed: 5}, Spans: 3000, Clients: 4, BatchSpans: 200, Gets: 300, Searches: 20,
 		ProbeBytes: 2 << 20, FsyncFor: 50 * time.Millisecond, LZ4For: 20 * time.Millisecond,
 		UnbatchedFor: 300 * time.Millisecond, SpaceSpans: 2000, KeySpace: true, OTLPFor: 500 * time.Millisecond, OTLPSenders: 2,
-		Recover: recoverInProcess, Progress: &progress}
+		RoundBytes: 64 << 10, Recover: recoverInProcess, Progress: &progress}
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
