@@ -13,8 +13,9 @@
 // the store taking writes and each sealed index keeps one small memtable,
 // however many stores the DB seals before it restarts. Reopened, an index
 // compacts the tables its writes left in L0 into the base level in the
-// background (kv.OpenOptions.Settled), so a sealed store rests without L0
-// tables for its reads to check and merge.
+// background (kv.OpenOptions.Settled; a sealed store's indexes open so at
+// each start too), so a sealed store rests without L0 tables for its
+// reads to check and merge.
 //
 // # Writes
 //

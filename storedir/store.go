@@ -230,7 +230,7 @@ func createStore(dir string, id uint32, opt storeOptions) (*Store, error) {
 	}
 	s := &Store{id: id, dir: dir, log: opt.log.With("store", StoreName(id)), data: data, props: props, indexCache: opt.indexCache,
 		settleMinL0: opt.settleMinL0Bytes()}
-	if err := s.openIndexes(); err != nil {
+	if err := s.openIndexes(false); err != nil {
 		data.Close()
 		return nil, err
 	}
@@ -334,7 +334,9 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 			"data_bytes", data.Size(), "took", time.Since(start).Round(time.Millisecond))
 		return s, nil
 	}
-	if err := s.openIndexes(); err != nil {
+	// A sealed store's indexes take few writes more (a catch-up of what a
+	// crash lost): they open Settled, as its seal reopened them.
+	if err := s.openIndexes(s.Sealed()); err != nil {
 		data.Close()
 		return nil, err
 	}
@@ -358,16 +360,18 @@ func openStore(ctx context.Context, dir string, id uint32, opt storeOptions) (*S
 	return s, nil
 }
 
-func (s *Store) openIndexes() error {
+// openIndexes opens the store's indexes, Settled (kv.OpenOptions.Settled)
+// or for the writes of a store taking them or of a rebuild.
+func (s *Store) openIndexes(settled bool) error {
 	if s.readOnly {
 		return s.openIndexesReadOnly()
 	}
 	var err error
-	s.meta, err = index.Open(filepath.Join(s.dir, metaDir), index.Options{Cache: s.indexCache})
+	s.meta, err = index.Open(filepath.Join(s.dir, metaDir), index.Options{Cache: s.indexCache, Settled: settled})
 	if err != nil {
 		return fmt.Errorf("store %s: metadata index: %w", s.dir, err)
 	}
-	s.text, err = textindex.Open(filepath.Join(s.dir, textDir), textindex.Options{Cache: s.indexCache})
+	s.text, err = textindex.Open(filepath.Join(s.dir, textDir), textindex.Options{Cache: s.indexCache, Settled: settled})
 	if err != nil {
 		s.meta.Close()
 		return fmt.Errorf("store %s: text index: %w", s.dir, err)
@@ -420,7 +424,9 @@ func (s *Store) resetIndexes() error {
 			return fmt.Errorf("store %s: reset index %s: %w", s.dir, d, err)
 		}
 	}
-	return s.openIndexes()
+	// Rebuilt from the data file: opened for writes, and reopened Settled
+	// once rebuilt (releaseMemTables).
+	return s.openIndexes(false)
 }
 
 // checkWatermarks returns both indexes' watermarks. If either claims more

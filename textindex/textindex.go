@@ -78,6 +78,11 @@ type Options struct {
 	// BulkLoad builds a new index in one go (see kv.OpenOptions.BulkLoad):
 	// the writer calls Compact when it is done.
 	BulkLoad bool
+	// Settled opens an index that takes few writes more, a sealed
+	// store's (see kv.OpenOptions.Settled): what it holds in L0 is
+	// compacted into the level below, and no level is compacted for its
+	// size.
+	Settled bool
 }
 
 // Index is an open text index. Its methods are safe for concurrent use by
@@ -138,7 +143,7 @@ func open(dir string, opt Options, readOnly bool) (*Index, error) {
 	if opt.CacheEntries <= 0 {
 		opt.CacheEntries = 1 << 16
 	}
-	db, err := kv.OpenDB("text index "+dir, dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly},
+	db, err := kv.OpenDB("text index "+dir, dir, kv.OpenOptions{CacheBytes: opt.CacheBytes, Cache: opt.Cache, Merger: newMerger(), Logf: opt.Logf, ReadOnly: readOnly, InMemory: opt.InMemory, BulkLoad: opt.BulkLoad && !readOnly, Settled: opt.Settled && !readOnly},
 		kv.Errors{Closed: ErrClosed, NoIndex: ErrNoIndex, Corrupt: ErrCorrupt})
 	if err != nil {
 		return nil, err

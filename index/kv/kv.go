@@ -524,14 +524,15 @@ type OpenOptions struct {
 	// whose indexes on disk lag their data files this way.
 	InMemory bool
 	// Settled opens a database that no longer takes many writes (a sealed
-	// store's index, reopened by DB.Reopen): any flushed tables left in
-	// L0 are compacted into the base level in the background (an L0
-	// compaction threshold of one table), so that the index rests without
-	// L0 tables, which every point lookup checks and every range read
-	// merges (up to three memtables' worth while it took writes, see
-	// l0CompactionThreshold). That compaction rewrites the base level
-	// once per seal, as each L0 → base compaction of the writing store
-	// does.
+	// store's index, opened at start or reopened by DB.Reopen after the
+	// seal): any flushed tables left in L0 are compacted into the base
+	// level in the background (an L0 compaction threshold of one table),
+	// so that the index rests without L0 tables, which every point lookup
+	// checks and every range read merges (up to three memtables' worth
+	// while it took writes, see l0CompactionThreshold). That compaction
+	// rewrites the base level once per seal, as each L0 → base compaction
+	// of the writing store does, and nothing below it: no level is
+	// compacted for its size (settledLBaseMaxBytes).
 	Settled bool
 	// BulkLoad opens a new database that one writer fills in one go and
 	// then compacts once (`ztsctl recover`'s rebuild): bulkMemTableBytes
@@ -541,6 +542,10 @@ type OpenOptions struct {
 	// do while the database grows.
 	BulkLoad bool
 }
+
+// settledLBaseMaxBytes is a Settled database's LBaseMaxBytes: larger
+// than any index, so no level below L0 is ever over its target size.
+const settledLBaseMaxBytes = 1 << 50
 
 // bulkMemTableBytes is the memtable size of a BulkLoad database.
 const bulkMemTableBytes = 64 << 20
@@ -606,6 +611,14 @@ func Open(dir string, o OpenOptions) (*pebble.DB, error) {
 	po.ReadOnly = o.ReadOnly
 	if o.Settled {
 		po.L0CompactionThreshold = 1
+		// L0 goes into the first level below it that holds data, and no
+		// level is compacted further for its size: Pebble's target for the
+		// base level is LBaseMaxBytes, so the L0 tables merged into a base
+		// level L5 of a large index would put it over its 64 MiB target
+		// and rewrite all of L6 (zstd), ~100 s of compactions after each
+		// seal of a 10M-span bulk load's 1 GiB stores, for an index that
+		// takes no more writes.
+		po.LBaseMaxBytes = settledLBaseMaxBytes
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
