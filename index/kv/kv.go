@@ -76,10 +76,16 @@ const DefaultCacheBytes = 32 << 20
 // whatever its indexes left in L0 into the base level, so a sealed store
 // rests without L0 tables whatever the memtable size. 32, not 64: the
 // writing store's memtables reserve 128 MiB of cache and memory (two per
-// index), not 256; storing 1.2M spans (one run each, the machine shared)
-// flushed 10 tables per index instead of 20 and wrote 234 instead of 398
-// MB of zstd tables into L6, for 18.2 against 20.7 µs of daemon CPU per
-// span.
+// index), not 256. Against 16 MiB (ztsctl bench, batched CBOR, old and
+// new alternated, the machine shared): 1.2M spans flushed 10 tables per
+// index instead of 20 and wrote 234 instead of 398 MB of zstd tables into
+// L6, 21.0/22.0 -> 17.8/17.5 µs of daemon CPU per span; 2.4M spans into
+// 128 MiB stores (three seals) 18.0/18.5/17.7 -> 17.4/16.8/17.1; 10M
+// spans (one run each) 23.8 -> 23.1. At 300k spans the ingest phase
+// measured 17.5/17.9/17.8 -> 15.6/15.5/15.8, but about a third of that is
+// the index's one L0 → L6 compaction coming after the phase instead of
+// in it (the whole run's CPU, compactions and close included, fell 4%),
+// and reads right after such an ingest meet it.
 const (
 	memTableBytes = 32 << 20
 	maxMemTables  = 2
