@@ -82,7 +82,8 @@ func (sc *readScope) release() {
 // read whole and checked (CRC-32, frame layout), or that the committer
 // appended (the encoder's layout, chunk.EncodedChunk.Layout, kept for the
 // offset the append returned; a chunk written now has an LZ4 lead frame,
-// which lists its frames, and no layout), by (store key, chunk offset).
+// which lists its frames, and no layout, unless LZ4 could not shrink its
+// first piece), by (store key, chunk offset).
 // A chunk never changes once appended, so a later read of the same chunk
 // (a get whose chunk left the chunk cache: at 10M spans almost every get)
 // reads its header and the frames it decodes (chunk.File.ReadFramesKnown),

@@ -59,13 +59,14 @@
 // does not wait for indexing, so the fsync of the next group overlaps the
 // indexing of this one. A chunk written as several frames starts with an
 // LZ4 lead frame listing them (chunk.EncodeFrames), so even its first
-// read reads only the frames it decodes (the committer's layout cache
-// fill, chunk.EncodedChunk.Layout, is for chunks written before, and
-// finds none to keep). A request fails if any
-// chunk holding its spans could not be written, or if the group's fsync
-// failed; a chunk shared with a failed request is still written for the
-// others (at-least-once: spans of a failed request may be in the data
-// file).
+// read reads only the frames it decodes. Only when LZ4 cannot shrink the
+// first piece is it a zstd frame, as every first frame was before; the
+// committer keeps the layout of such a chunk (chunk.EncodedChunk.Layout)
+// in the layout cache so that its first read needs no whole-chunk read
+// either. A request fails if any chunk holding its spans could not be
+// written, or if the group's fsync failed; a chunk shared with a failed
+// request is still written for the others (at-least-once: spans of a
+// failed request may be in the data file).
 //
 // The indexer (indexer.go) indexes the handed-off chunks in the order they
 // were written — all of a hand-off's chunks of one store in one batch per
