@@ -348,24 +348,33 @@ func chromiumPath() string {
 }
 
 // screenshot renders an SVG file with headless Chromium and decodes the PNG.
+// A Chromium that dies by a signal before it writes the PNG (CI saw one
+// segfault 1.6 s into a start, under the load of the race-built test
+// binaries beside it) is started again, with a new profile, up to three
+// times in all: the test is of the SVG, and a browser crash says nothing
+// of it. Any other failure, and every check of the picture, fails at once.
 func screenshot(t *testing.T, chromium, svgPath string) image.Image {
 	t.Helper()
 	abs, err := filepath.Abs(svgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	pngPath := filepath.Join(dir, "out.png")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--screenshot="+pngPath, "--window-size=1400,900",
-		"file://"+abs)
-	cmd.Env = append(os.Environ(), "HOME="+dir)
-	outErr, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, outErr)
+	const starts = 3
+	var pngPath string
+	var outErr []byte
+	for start := 1; ; start++ {
+		dir := t.TempDir()
+		pngPath = filepath.Join(dir, "out.png")
+		outErr, err = runChromium(chromium, dir, pngPath, "file://"+abs)
+		if err == nil {
+			break
+		}
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && !exit.Exited() && start < starts {
+			t.Logf("chromium start %d of %d died (%v), starting it again:\n%s", start, starts, err, outErr)
+			continue
+		}
+		t.Fatalf("chromium (start %d of %d): %v\n%s", start, starts, err, outErr)
 	}
 	f, err := os.Open(pngPath)
 	if err != nil {
@@ -380,6 +389,19 @@ func screenshot(t *testing.T, chromium, svgPath string) image.Image {
 		t.Errorf("screenshot is %dx%d, want 1400x900", b.Dx(), b.Dy())
 	}
 	return img
+}
+
+// runChromium has Chromium render url into pngPath, with its profile and
+// HOME in dir, and returns what it printed.
+func runChromium(chromium, dir, pngPath, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir="+filepath.Join(dir, "profile"), "--screenshot="+pngPath,
+		"--window-size=1400,900", url)
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	return cmd.CombinedOutput()
 }
 
 // countColor counts pixels of exactly the colour hex ("#rrggbb").
