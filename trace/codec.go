@@ -617,7 +617,9 @@ func truncateForError(s string) string {
 // DecodeChunk decodes a whole chunk payload. Every allocation is bounded by
 // lim (zero fields mean DefaultLimits) and by the payload size; any
 // malformed, truncated or over-limit input yields a *CorruptPayloadError.
-// The decoded strings share one copy of the chunk's string table.
+// The decoded strings share one copy of the chunk's string table; the
+// records and child lists of its spans are cut from shared arrays, each
+// list ending at its capacity (so appending to one copies it).
 func DecodeChunk(payload []byte, lim Limits) ([]*Span, error) {
 	d := chunkDecoder{p: payload, lim: lim.withDefaults()}
 	return d.all()
@@ -779,8 +781,37 @@ type chunkDecoder struct {
 	// before it (noteRef).
 	nextRef        int
 	refsOutOfOrder bool
-	slab           []Record // records are carved from slabs to save allocations
-	slabs          int      // slabs allocated so far
+	// Records and the child lists of records are carved from shared
+	// arrays (slab) to save allocations.
+	recs slab[Record]
+	kids slab[*Record]
+}
+
+// slab hands out small slices of shared arrays: a decoded chunk's records
+// and their child lists take one allocation per array, not one each.
+// Every slice it hands out has exactly the capacity asked for, so
+// appending to one never writes into the next.
+type slab[T any] struct {
+	free   []T
+	arrays int // arrays allocated so far
+}
+
+// maxCarve is the largest slice a slab hands out; longer ones are
+// allocated on their own.
+const maxCarve = 64
+
+// take returns a slice of length 0 and capacity n (n <= maxCarve). fit
+// bounds a new array's length (what the bytes left to decode can hold):
+// arrays grow 8, 16, … 256 elements, so decoding one small span
+// (DecodeChunkSpan, ChunkView) does not allocate 256 of them.
+func (s *slab[T]) take(n, fit int) []T {
+	if len(s.free) < n {
+		s.free = make([]T, max(n, min(8<<min(s.arrays, 5), fit)))
+		s.arrays++
+	}
+	out := s.free[:0:n]
+	s.free = s.free[n:]
+	return out
 }
 
 // rebase makes d.off, a payload offset, relative to d.p (which holds the
@@ -1260,16 +1291,7 @@ func (d *chunkDecoder) newRecord(at int) (*Record, error) {
 	if d.records > d.lim.MaxRecords {
 		return nil, d.corrupt(at, "more than %d records", d.lim.MaxRecords)
 	}
-	if len(d.slab) == 0 {
-		// Slabs grow 8, 16, … 256 records, so decoding one small span
-		// (DecodeChunkSpan, ChunkView) does not allocate 256 records.
-		n := min(8<<min(d.slabs, 5), d.remaining()/4+1)
-		d.slabs++
-		d.slab = make([]Record, n)
-	}
-	r := &d.slab[0]
-	d.slab = d.slab[1:]
-	return r, nil
+	return &d.recs.take(1, d.remaining()/4+1)[:1][0], nil
 }
 
 // recordHead reads what starts every record (a span's or a child's) after
@@ -1482,7 +1504,13 @@ func (d *chunkDecoder) recordTail(n int, s *Span, r *Record, depth int) error {
 		case tag == tagRecord && r != nil:
 			stage = 3
 			if r.Children == nil {
-				r.Children = make([]*Record, 0, n-j)
+				// The elements left are all child records (nothing
+				// may follow them), of 4 bytes at least.
+				if n-j <= maxCarve {
+					r.Children = d.kids.take(n-j, d.remaining()/4+1)
+				} else {
+					r.Children = make([]*Record, 0, n-j)
+				}
 			}
 			var c *Record
 			c, err = d.record(at, depth+1)
@@ -1571,6 +1599,8 @@ func (d *chunkDecoder) attrMap(depth int) (Attrs, error) {
 	}
 	// Capacity grows with what is actually decoded, so a hostile length
 	// cannot make every nesting level allocate for the whole payload.
+	// (Carving maps out of a slab, as child lists are, cost more than it
+	// saved: arrays of 256 pairs are 28 KB for the collector to scan.)
 	a := make(Attrs, 0, min(n, maxPrealloc))
 	for i := range n {
 		at := d.off

@@ -537,19 +537,40 @@ type jsonParser struct {
 	spans   int
 	records int
 	buf     []byte    // scratch for strings with escapes
-	slab    []Record  // records are carved from slabs to save allocations
 	kids    []*Record // stack of children being collected, so each
 	// Children slice is allocated once at its final size
-	strs map[string]string // interned short strings (method names repeat)
+	attrStack []Attr // the same for the attributes of each object
+	// Records, and Children slices of up to maxCarve elements, are carved
+	// from shared arrays (codec.go's slab).
+	recSlab slab[Record]
+	kidSlab slab[*Record]
+	strs    map[string]string // interned short strings (method names repeat)
 }
 
-func (p *jsonParser) newRecord() *Record {
-	if len(p.slab) == 0 {
-		p.slab = make([]Record, min(256, 16+p.records))
+// carve returns a copy of stack[base:], of exactly its length and
+// capacity (nil when empty), from sl when it is short (fit as slab.take's;
+// sl nil: always allocated on its own), and clears and drops stack[base:]
+// (a nested object's collected elements are above its parent's on the
+// same stack).
+func carve[T any](sl *slab[T], stack *[]T, base, fit int) []T {
+	st := *stack
+	var out []T
+	if n := len(st) - base; n > maxCarve || n > 0 && sl == nil {
+		out = append(make([]T, 0, n), st[base:]...)
+	} else if n > 0 {
+		out = append(sl.take(n, fit), st[base:]...)
 	}
-	r := &p.slab[0]
-	p.slab = p.slab[1:]
-	return r
+	clear(st[base:])
+	*stack = st[:base]
+	return out
+}
+
+// left is the number of bytes left to parse: what bounds the records and
+// child lists still to come, and so a slab's next array.
+func (p *jsonParser) left() int { return len(p.data) - p.off }
+
+func (p *jsonParser) newRecord() *Record {
+	return &p.recSlab.take(1, p.left())[:1][0]
 }
 
 // maxInterned bounds the length of interned strings and the size of the
@@ -976,11 +997,9 @@ func (p *jsonParser) record(depth int) (*Record, error) {
 				p.kids = append(p.kids, c)
 				return nil
 			})
-			if n := len(p.kids) - base; n > 0 && err == nil {
-				r.Children = append(make([]*Record, 0, n), p.kids[base:]...)
+			if kids := carve(&p.kidSlab, &p.kids, base, p.left()); err == nil {
+				r.Children = kids
 			}
-			clear(p.kids[base:])
-			p.kids = p.kids[:base]
 		}
 		if err != nil {
 			return nil, err
@@ -1068,22 +1087,32 @@ func (p *jsonParser) attrs(depth int) (Attrs, error) {
 	if err := p.expect('{', "an attributes object"); err != nil {
 		return nil, err
 	}
-	var a Attrs
+	// The pairs are collected on attrStack (a value's nested objects
+	// above them), then copied out at their final size: one allocation,
+	// not one per doubling. (Cut out of a slab, as child lists are, they
+	// cost no less: see chunkDecoder.attrMap.)
+	base := len(p.attrStack)
 	for first := true; ; first = false {
 		key, _, ok, err := p.member(first)
+		if err == nil && ok {
+			// key may be p.buf, which the value reuses: interned first.
+			a := Attr{Key: p.intern(key)}
+			if err = p.value(&a.Value, depth); err == nil {
+				p.attrStack = append(p.attrStack, a)
+				continue
+			}
+		}
 		if err != nil {
+			clear(p.attrStack[base:])
+			p.attrStack = p.attrStack[:base]
 			return nil, err
 		}
-		if !ok {
-			break
-		}
-		a = append(a, Attr{Key: p.intern(key)})
-		if err := p.value(&a[len(a)-1].Value, depth); err != nil {
-			return nil, err
-		}
+		break
 	}
+	a := Attrs(carve(nil, &p.attrStack, base, 0))
 	a.Sort()
-	return a, nil
+	// Sort may drop repeated keys: no room is left past the end.
+	return a[:len(a):len(a)], nil
 }
 
 func (p *jsonParser) value(v *Value, depth int) error {

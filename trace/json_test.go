@@ -458,7 +458,7 @@ func FuzzDecodeJSONLines(f *testing.F) {
 	})
 }
 
-func realisticJSONLines(b *testing.B) ([]byte, int) {
+func realisticJSONLines(b testing.TB) ([]byte, int) {
 	var buf []byte
 	records := 0
 	for _, s := range benchBatch() {
