@@ -130,8 +130,9 @@ type File struct {
 	zeroTail atomic.Int64
 
 	bufs sync.Pool // *[]byte scratch for Append and ReadChunk
-	// leadHint is how many stored bytes ReadFrames reads with a chunk's
-	// header: about the LZ4 lead frames it last met (readFramesAt).
+	// leadHint is the moving average of the sizes of the LZ4 lead frames
+	// ReadFrames met, from which it sizes the read of a chunk's header and
+	// lead frame (leadPrefix, nextLeadHint); 0 until the first.
 	leadHint atomic.Int64
 }
 

@@ -111,8 +111,8 @@ func TestLZ4LeadFrameRules(t *testing.T) {
 
 // TestReadFramesLZ4Lead: a chunk whose first frame is an LZ4 lead frame is
 // read by ReadFrames as its header and the bytes the file's hint says (16
-// KiB the first time, then the last lead frame's size and a quarter) and
-// a second read when the lead frame is longer; no other frame is read
+// KiB the first time, then the moving average of the lead frames' sizes
+// and an eighth) and a second read when the lead frame is longer; no other frame is read
 // until a Fill needs it, and every range fills as the payload. A later
 // frame damaged on disk is a Decompress corruption naming it when it is
 // filled, the others still read; so is damage in the lead frame, at
@@ -149,8 +149,8 @@ func TestReadFramesLZ4Lead(t *testing.T) {
 	if got := read.Load(); got != ChunkHeaderSize+lead {
 		t.Fatalf("ReadFrames read %d bytes, want %d (header and lead frame)", got, ChunkHeaderSize+lead)
 	}
-	if hint := f.leadHint.Load(); hint != lead+lead/4 {
-		t.Fatalf("hint %d after a lead frame of %d bytes, want %d", hint, lead, lead+lead/4)
+	if hint := f.leadHint.Load(); hint != lead {
+		t.Fatalf("hint %d after a lead frame of %d bytes, want %d", hint, lead, lead)
 	}
 	if !fr.Decoded(0) || fr.Decoded(1) || fr.Decoded(2) || fr.Decoded(3) {
 		t.Fatal("ReadFrames decoded more than the lead frame")
@@ -160,7 +160,7 @@ func TestReadFramesLZ4Lead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := read.Load(), min(ChunkHeaderSize+lead+lead/4, ChunkHeaderSize+int64(len(c.Bytes())-ChunkHeaderSize)); got != want {
+	if got, want := read.Load(), min(ChunkHeaderSize+lead+lead/8, ChunkHeaderSize+int64(len(c.Bytes())-ChunkHeaderSize)); got != want {
 		t.Fatalf("second ReadFrames read %d bytes, want %d (header and the hint)", got, want)
 	}
 	for _, rg := range [][2]int{{0, 10}, {89_000, 90_000}, {100_000, 101_000}, {150_000, 170_000}, {199_000, 200_000}} {
@@ -263,5 +263,42 @@ func TestFramesBeforeLZ4Lead(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want[i]) {
 			t.Fatalf("ReadChunk of chunk %d: %v", i, err)
 		}
+	}
+}
+
+// TestLeadHintAverages: the lead read hint is a moving average of the
+// lead frames met, so one large lead frame among typical ones moves it by
+// a sixteenth of the difference (it used to raise every later read to
+// that frame's size and a quarter), a run of larger ones brings it to
+// them, and it stays within [leadReadMin, leadReadMax]. A read reads an
+// eighth more than the average.
+func TestLeadHintAverages(t *testing.T) {
+	h := nextLeadHint(0, 14_400)
+	if h != 14_400 {
+		t.Fatalf("first hint %d, want the first lead frame's 14400", h)
+	}
+	h = nextLeadHint(h, 30_400) // an outlier
+	if h != 15_400 {
+		t.Fatalf("hint %d after an outlier of 30400, want 15400", h)
+	}
+	if p := leadPrefix(h); p != 15_400+15_400/8 {
+		t.Fatalf("prefix %d for a hint of %d", p, h)
+	}
+	for range 200 {
+		h = nextLeadHint(h, 20_000)
+	}
+	if h < 19_900 || h > 20_000 {
+		t.Fatalf("hint %d after 200 lead frames of 20000", h)
+	}
+	if h := nextLeadHint(0, 100); h != leadReadMin {
+		t.Fatalf("hint %d for a tiny lead frame, want leadReadMin %d", h, leadReadMin)
+	}
+	if h := nextLeadHint(0, 10<<20); h != leadReadMax {
+		t.Fatalf("hint %d for a huge lead frame, want leadReadMax %d", h, leadReadMax)
+	}
+	// A damaged frame's size (up to 2^32) moves the average as
+	// leadReadMax does.
+	if h, want := nextLeadHint(16_000, 1<<32-1), int64(16_000+(leadReadMax-16_000)/leadHintWeight); h != want {
+		t.Fatalf("hint %d after a bogus lead size, want %d", h, want)
 	}
 }
