@@ -176,6 +176,18 @@ func expectedOf(spans []*trace.Span, q Query) []*trace.Span {
 		MinDurationNS: q.MinDurationNS, ErrorsOnly: q.ErrorsOnly, Attrs: q.Attrs, Text: q.Text})
 }
 
+// sealedStoresWithL0 returns the sealed stores whose indexes hold tables
+// in L0, with how many.
+func sealedStoresWithL0(db *DB) map[string]int64 {
+	inL0 := map[string]int64{}
+	for name, n := range sealedL0Tables(db) {
+		if n > 0 {
+			inL0[name] = n
+		}
+	}
+	return inL0
+}
+
 // waitReleased waits until every sealed store's indexes reserve no more
 // than a fresh open's memtables and hold no table in L0 (the release and
 // the compaction after it run in the background).
@@ -189,12 +201,7 @@ func waitReleased(t *testing.T, db *DB) {
 				over[name] = n
 			}
 		}
-		inL0 := map[string]int64{}
-		for name, n := range sealedL0Tables(db) {
-			if n > 0 {
-				inL0[name] = n
-			}
-		}
+		inL0 := sealedStoresWithL0(db)
 		if len(over) == 0 && len(inL0) == 0 {
 			return
 		}
@@ -217,12 +224,8 @@ func TestSealedStoreOpensSettled(t *testing.T) {
 	spans := genWorkload(53, 12000)
 	db := openTestDB(t, dir, o)
 	appendAll(t, db, spans, 200)
-	l0 := int64(0)
-	for _, n := range sealedL0Tables(db) {
-		l0 += n
-	}
-	if len(sealedL0Tables(db)) < 2 || l0 == 0 {
-		t.Fatalf("sealed stores' L0 tables %v, want several stores and tables left", sealedL0Tables(db))
+	if sealed := sealedL0Tables(db); len(sealed) < 2 || len(sealedStoresWithL0(db)) == 0 {
+		t.Fatalf("sealed stores' L0 tables %v, want several stores and tables left", sealed)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -231,12 +234,7 @@ func TestSealedStoreOpensSettled(t *testing.T) {
 	defer db.Close()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		inL0 := map[string]int64{}
-		for name, n := range sealedL0Tables(db) {
-			if n > 0 {
-				inL0[name] = n
-			}
-		}
+		inL0 := sealedStoresWithL0(db)
 		if len(inL0) == 0 {
 			break
 		}
